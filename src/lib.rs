@@ -1,0 +1,4 @@
+//! warmarena: the memory layer of an ML inference runtime.
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod planner;

@@ -1,0 +1,1 @@
+//! Static activation planner (placeholder; see issue 6).
