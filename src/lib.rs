@@ -1,5 +1,16 @@
 //! warmarena: the memory layer of an ML inference runtime.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod alloc_api;
+pub mod arena;
 pub mod cli;
+pub mod faults;
+pub mod handle;
+pub mod os;
 pub mod planner;
+pub mod size_class;
+pub mod stats;
+
+pub use arena::{AllocError, ArenaConfig, ArenaKind, ExecutionArena, IoArena};
+pub use handle::Allocation;
+pub use stats::ArenaStats;

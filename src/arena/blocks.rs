@@ -1,0 +1,253 @@
+//! The block table: one record per buffer the arena has carved or mapped, and
+//! the intrusive lists that thread through it (per-class free lists and the
+//! arena-wide least-recently-freed order). Pure bookkeeping: no OS, no unsafe.
+//!
+//! Records are only ever added when the arena grows (a cold allocation), and
+//! vacated slots are recycled, so the warm path never allocates metadata.
+
+/// The "no block" link.
+pub(crate) const NIL: u32 = u32::MAX;
+
+/// Where a buffer is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BlockState {
+    /// Owned by an allocation or a lease.
+    Live,
+    /// Free with its pages kept: on its class's warm list and the LRF list.
+    Warm,
+    /// Free and released (a small-class block whose run's pages may be gone):
+    /// on its class's cold list, reused only as a cold allocation.
+    Cold,
+    /// The record is unused; its slot is on the vacant stack.
+    Vacant,
+}
+
+/// One buffer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Block {
+    pub addr: usize,
+    pub cap: usize,
+    /// Size class, or `DEDICATED` for a mapping above the largest class.
+    pub class: u16,
+    pub state: BlockState,
+    /// The run a small-class block was carved from, or `NIL` for a block
+    /// with its own mapping.
+    pub run: u32,
+    /// Length of the block's own mapping (0 for carved blocks).
+    pub map_len: usize,
+    /// Links in the class list (warm or cold).
+    pub prev: u32,
+    pub next: u32,
+    /// Links in the least-recently-freed list (warm blocks only).
+    pub lru_prev: u32,
+    pub lru_next: u32,
+}
+
+/// Class marker for dedicated (unclassed) mappings.
+pub(crate) const DEDICATED: u16 = u16::MAX;
+
+impl Block {
+    pub(crate) fn new(addr: usize, cap: usize, class: u16, run: u32, map_len: usize) -> Self {
+        Block {
+            addr,
+            cap,
+            class,
+            state: BlockState::Live,
+            run,
+            map_len,
+            prev: NIL,
+            next: NIL,
+            lru_prev: NIL,
+            lru_next: NIL,
+        }
+    }
+}
+
+/// A doubly linked list of block indices: head is the oldest entry.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct List {
+    pub head: u32,
+    pub tail: u32,
+    pub len: u32,
+}
+
+impl Default for List {
+    fn default() -> Self {
+        List { head: NIL, tail: NIL, len: 0 }
+    }
+}
+
+impl List {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// Which pair of links a list uses.
+#[derive(Clone, Copy)]
+pub(crate) enum Links {
+    Class,
+    Lru,
+}
+
+/// All block records plus the stack of vacant slots.
+#[derive(Debug, Default)]
+pub(crate) struct BlockTable {
+    blocks: Vec<Block>,
+    vacant: Vec<u32>,
+}
+
+impl BlockTable {
+    /// Makes room for one more record without touching existing ones; call
+    /// before the OS work of a cold allocation so that a failed growth of
+    /// the table leaves nothing half-done.
+    pub(crate) fn reserve_one(&mut self) -> Result<(), ()> {
+        if !self.vacant.is_empty() {
+            return Ok(());
+        }
+        self.blocks.try_reserve(1).map_err(|_| ())?;
+        // The vacant stack can never hold more than every block.
+        self.vacant.try_reserve(self.blocks.len() + 1).map_err(|_| ())
+    }
+
+    /// Stores `b` in a vacant slot or a new one. Capacity was reserved by
+    /// `reserve_one`, so this never allocates.
+    pub(crate) fn insert(&mut self, b: Block) -> u32 {
+        if let Some(i) = self.vacant.pop() {
+            self.blocks[i as usize] = b;
+            i
+        } else {
+            self.blocks.push(b);
+            (self.blocks.len() - 1) as u32
+        }
+    }
+
+    /// Marks a slot vacant. Never allocates: the stack's capacity covers every slot.
+    pub(crate) fn vacate(&mut self, i: u32) {
+        self.blocks[i as usize].state = BlockState::Vacant;
+        self.vacant.push(i);
+    }
+
+    pub(crate) fn get(&self, i: u32) -> Option<&Block> {
+        self.blocks.get(i as usize)
+    }
+
+    pub(crate) fn at(&mut self, i: u32) -> &mut Block {
+        &mut self.blocks[i as usize]
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Block> {
+        self.blocks.iter()
+    }
+
+    fn links(&mut self, i: u32, which: Links) -> (&mut u32, &mut u32) {
+        let b = &mut self.blocks[i as usize];
+        match which {
+            Links::Class => (&mut b.prev, &mut b.next),
+            Links::Lru => (&mut b.lru_prev, &mut b.lru_next),
+        }
+    }
+
+    /// Appends `i` at the tail (most recent end) of `list`.
+    pub(crate) fn push_back(&mut self, list: &mut List, i: u32, which: Links) {
+        let old_tail = list.tail;
+        {
+            let (p, n) = self.links(i, which);
+            *p = old_tail;
+            *n = NIL;
+        }
+        if old_tail == NIL {
+            list.head = i;
+        } else {
+            *self.links(old_tail, which).1 = i;
+        }
+        list.tail = i;
+        list.len += 1;
+    }
+
+    /// Unlinks `i` from `list`.
+    pub(crate) fn unlink(&mut self, list: &mut List, i: u32, which: Links) {
+        let (prev, next) = {
+            let (p, n) = self.links(i, which);
+            let pair = (*p, *n);
+            *p = NIL;
+            *n = NIL;
+            pair
+        };
+        if prev == NIL {
+            list.head = next;
+        } else {
+            *self.links(prev, which).1 = next;
+        }
+        if next == NIL {
+            list.tail = prev;
+        } else {
+            *self.links(next, which).0 = prev;
+        }
+        list.len -= 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn collect(t: &BlockTable, l: &List, which: Links) -> Vec<u32> {
+        let mut out = vec![];
+        let mut i = l.head;
+        while i != NIL {
+            out.push(i);
+            let b = t.get(i).unwrap();
+            i = match which {
+                Links::Class => b.next,
+                Links::Lru => b.lru_next,
+            };
+        }
+        out
+    }
+
+    #[test]
+    fn lists_keep_order_and_unlink_anywhere() {
+        let mut t = BlockTable::default();
+        let mut l = List::default();
+        let mut lru = List::default();
+        let ids: Vec<u32> = (0..5)
+            .map(|k| {
+                t.reserve_one().unwrap();
+                t.insert(Block::new(k * 64, 64, 2, NIL, 0))
+            })
+            .collect();
+        for &i in &ids {
+            t.push_back(&mut l, i, Links::Class);
+            t.push_back(&mut lru, i, Links::Lru);
+        }
+        assert_eq!(collect(&t, &l, Links::Class), vec![0, 1, 2, 3, 4]);
+        t.unlink(&mut l, 2, Links::Class);
+        t.unlink(&mut l, 0, Links::Class);
+        t.unlink(&mut l, 4, Links::Class);
+        assert_eq!(collect(&t, &l, Links::Class), vec![1, 3]);
+        assert_eq!((l.head, l.tail, l.len), (1, 3, 2));
+        // The LRU links are independent of the class links.
+        assert_eq!(collect(&t, &lru, Links::Lru), vec![0, 1, 2, 3, 4]);
+        t.unlink(&mut l, 1, Links::Class);
+        t.unlink(&mut l, 3, Links::Class);
+        assert!(l.is_empty());
+        assert_eq!((l.head, l.tail), (NIL, NIL));
+    }
+
+    #[test]
+    fn vacant_slots_are_recycled_without_growth() {
+        let mut t = BlockTable::default();
+        t.reserve_one().unwrap();
+        let a = t.insert(Block::new(0, 16, 0, NIL, 0));
+        t.reserve_one().unwrap();
+        let b = t.insert(Block::new(16, 16, 0, NIL, 0));
+        t.vacate(a);
+        assert_eq!(t.get(a).unwrap().state, BlockState::Vacant);
+        t.reserve_one().unwrap();
+        let c = t.insert(Block::new(32, 16, 0, NIL, 0));
+        assert_eq!(c, a);
+        assert_ne!(b, c);
+        assert_eq!(t.iter().count(), 2);
+    }
+}

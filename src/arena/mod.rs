@@ -1,0 +1,208 @@
+//! The arena core and its two faces, [`ExecutionArena`] (node intermediates
+//! and kernel workspaces) and [`IoArena`] (graph outputs and staged inputs).
+//!
+//! An arena keeps freed buffers with their pages on per-class free lists, in
+//! least-recently-freed order, and serves each request from the smallest
+//! retained class that fits (never more than twice the rounded request), found
+//! in O(1) through a bitmap of non-empty classes. Only when nothing fits does
+//! it go to the OS. A retention cap bounds what is kept; `trim` gives it all
+//! back. Both arenas share this code and differ only in what they are for:
+//! keeping them apart is what lets a burst of held outputs never evict the
+//! execution working set, and vice versa.
+//!
+//! ```
+//! use warmarena::ExecutionArena;
+//! let arena = ExecutionArena::new();
+//! for run in 0..3 {
+//!     let a = arena.allocate(1 << 20, 64).unwrap();
+//!     let b = arena.allocate(3000, 16).unwrap();
+//!     drop((a, b));
+//!     let s = arena.stats();
+//!     assert_eq!(s.cold_allocations, 2, "run {run}: only the first run goes to the OS");
+//! }
+//! ```
+
+mod bitmap;
+pub(crate) mod blocks;
+mod config;
+pub(crate) mod shared;
+mod error;
+mod release;
+mod reserve;
+mod reuse;
+pub(crate) mod state;
+
+pub use config::ArenaConfig;
+pub use error::AllocError;
+
+use crate::handle::Allocation;
+use crate::stats::ArenaStats;
+use std::sync::Arc;
+
+/// The largest alignment an arena serves (2 MiB, one huge page).
+pub const MAX_ALIGN: usize = 2 << 20;
+
+/// Classes below this capacity are carved from shared runs; classes at or
+/// above it get one mapping per buffer.
+pub const CARVE_LIMIT: usize = 64 << 10;
+
+/// The length of one small-class run.
+pub(crate) const RUN_LEN: usize = 256 << 10;
+
+/// The alignment of a run: at least every small class's capacity, so any
+/// alignment a small request carries holds for every block of its class.
+pub(crate) const RUN_ALIGN: usize = CARVE_LIMIT;
+
+/// Which arena a buffer belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ArenaKind {
+    /// Node intermediates and kernel workspaces.
+    Execution,
+    /// Graph outputs and staged inputs: memory that crosses the runtime boundary.
+    Io,
+}
+
+macro_rules! arena_face {
+    ($name:ident, $kind:ident, $what:literal) => {
+        #[doc = concat!("An arena for ", $what, ".")]
+        ///
+        /// A cheap `Clone` handle to one shared arena; `Send + Sync`. The
+        /// arena lives while any handle or any buffer it served is alive.
+        #[derive(Clone)]
+        pub struct $name {
+            pub(crate) core: Arc<shared::ArenaCore>,
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+
+        impl core::fmt::Debug for $name {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                f.debug_struct(stringify!($name))
+                    .field("stats", &self.stats())
+                    .finish()
+            }
+        }
+
+        impl $name {
+            /// An arena with the default [`ArenaConfig`].
+            ///
+            /// ```
+            #[doc = concat!("let a = warmarena::", stringify!($name), "::new();")]
+            /// assert_eq!(a.stats().live_bytes, 0);
+            /// ```
+            pub fn new() -> Self {
+                Self::with_config(ArenaConfig::default())
+            }
+
+            /// An arena configured by `config`.
+            ///
+            /// ```
+            #[doc = concat!("use warmarena::{ArenaConfig, ", stringify!($name), "};")]
+            #[doc = concat!("let a = ", stringify!($name), "::with_config(ArenaConfig::default().retention_cap(1 << 20));")]
+            /// assert_eq!(a.stats().retention_cap, 1 << 20);
+            /// ```
+            pub fn with_config(config: ArenaConfig) -> Self {
+                $name {
+                    core: Arc::new(shared::ArenaCore::new(ArenaKind::$kind, config)),
+                }
+            }
+
+            /// A buffer of at least `size` bytes aligned to `align` (a power
+            /// of two up to [`MAX_ALIGN`]). Retained memory is used when a
+            /// class that fits has some; otherwise fresh pages.
+            ///
+            /// ```
+            #[doc = concat!("let arena = warmarena::", stringify!($name), "::new();")]
+            /// let mut a = arena.allocate(1000, 64).unwrap();
+            /// assert!(a.capacity() >= 1000 && a.as_ptr() as usize % 64 == 0);
+            /// a.as_mut_slice()[999] = 7;
+            /// ```
+            pub fn allocate(&self, size: usize, align: usize) -> Result<Allocation, AllocError> {
+                let g = self.core.allocate(size, align)?;
+                Ok(Allocation::from_grant(g, size, Arc::clone(&self.core)))
+            }
+
+            /// A snapshot of this arena's accounting.
+            ///
+            /// ```
+            #[doc = concat!("let arena = warmarena::", stringify!($name), "::new();")]
+            /// let a = arena.allocate(100, 8).unwrap();
+            /// assert_eq!(arena.stats().live_buffers, 1);
+            /// # drop(a);
+            /// ```
+            pub fn stats(&self) -> ArenaStats {
+                self.core.stats()
+            }
+
+            /// Releases every retained buffer to the OS and returns the bytes
+            /// released. Live (and leased) buffers are untouched.
+            ///
+            /// ```
+            #[doc = concat!("let arena = warmarena::", stringify!($name), "::new();")]
+            /// drop(arena.allocate(1 << 20, 8).unwrap());
+            /// assert_eq!(arena.trim(), 1 << 20);
+            /// assert_eq!(arena.stats().retained_bytes, 0);
+            /// ```
+            pub fn trim(&self) -> usize {
+                self.core.trim()
+            }
+
+            /// Sets the retention cap and evicts least-recently-freed buffers
+            /// at once until the retained bytes fit. Live buffers are never evicted.
+            ///
+            /// ```
+            #[doc = concat!("let arena = warmarena::", stringify!($name), "::new();")]
+            /// drop(arena.allocate(1 << 20, 8).unwrap());
+            /// arena.set_retention_cap(0);
+            /// assert_eq!(arena.stats().evictions, 1);
+            /// ```
+            pub fn set_retention_cap(&self, bytes: usize) {
+                self.core.set_retention_cap(bytes)
+            }
+
+            /// Restarts peak tracking from the current live bytes.
+            ///
+            /// ```
+            #[doc = concat!("let arena = warmarena::", stringify!($name), "::new();")]
+            /// drop(arena.allocate(4096, 8).unwrap());
+            /// arena.reset_peak();
+            /// assert_eq!(arena.stats().peak_live_bytes, 0);
+            /// ```
+            pub fn reset_peak(&self) {
+                self.core.reset_peak()
+            }
+
+            /// Which arena this is.
+            ///
+            /// ```
+            #[doc = concat!("let arena = warmarena::", stringify!($name), "::new();")]
+            #[doc = concat!("assert_eq!(arena.kind(), warmarena::ArenaKind::", stringify!($kind), ");")]
+            /// ```
+            pub fn kind(&self) -> ArenaKind {
+                ArenaKind::$kind
+            }
+
+            /// Whether two handles refer to the same arena.
+            ///
+            /// ```
+            #[doc = concat!("let a = warmarena::", stringify!($name), "::new();")]
+            /// assert!(a.same_arena(&a.clone()));
+            #[doc = concat!("assert!(!a.same_arena(&warmarena::", stringify!($name), "::new()));")]
+            /// ```
+            pub fn same_arena(&self, other: &Self) -> bool {
+                Arc::ptr_eq(&self.core, &other.core)
+            }
+        }
+    };
+}
+
+arena_face!(
+    ExecutionArena,
+    Execution,
+    "node intermediates and kernel workspaces"
+);
+arena_face!(IoArena, Io, "graph outputs and staged inputs");

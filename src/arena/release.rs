@@ -1,0 +1,110 @@
+//! The free path and the ways retained memory goes back to the OS: a free
+//! puts a buffer on its class's warm list (least-recently-freed order); the
+//! retention cap evicts the oldest retained buffers; `trim` releases them all.
+
+use super::blocks::{BlockState, Links, DEDICATED};
+use super::state::ArenaState;
+use crate::os::{self, OsCounters};
+use core::ptr::NonNull;
+
+impl ArenaState {
+    /// Returns live block `i` to the arena. `false` (and no change) when the
+    /// block is not live or does not start at `addr`: a buffer is returned at
+    /// most once.
+    pub(crate) fn free(&mut self, i: u32, addr: usize, os: &OsCounters) -> bool {
+        let Some(b) = self.table.get(i) else {
+            return false;
+        };
+        if b.state != BlockState::Live || b.addr != addr {
+            return false;
+        }
+        let (cap, class, map_len) = (b.cap, b.class, b.map_len);
+        self.stats.frees += 1;
+        self.note_dead(cap);
+        if class == DEDICATED {
+            self.unmap_block(i, addr, map_len, os);
+            return true;
+        }
+        let c = class as usize;
+        self.table.at(i).state = BlockState::Warm;
+        self.table.push_back(&mut self.warm[c], i, Links::Class);
+        self.table.push_back(&mut self.lru, i, Links::Lru);
+        self.bitmap.set(c);
+        self.stats.retained_bytes += cap;
+        self.stats.retained_buffers += 1;
+        self.enforce_cap(os);
+        true
+    }
+
+    fn unmap_block(&mut self, i: u32, addr: usize, map_len: usize, os: &OsCounters) {
+        if let Some(p) = NonNull::new(addr as *mut u8) {
+            // SAFETY: the block owns this whole mapping and is no longer live
+            // or retained, so nothing refers to its memory.
+            unsafe { os::unmap(p, map_len, os) };
+        }
+        self.by_addr.remove(&addr);
+        self.table.vacate(i);
+        self.stats.mapped_bytes -= map_len;
+    }
+
+    /// Evicts least-recently-freed buffers until retained bytes fit the cap.
+    pub(crate) fn enforce_cap(&mut self, os: &OsCounters) {
+        while self.stats.retained_bytes > self.config.retention_cap {
+            let i = self.lru.head;
+            let cap = self.evict(i, os);
+            self.stats.evictions += 1;
+            self.stats.evicted_bytes += cap;
+        }
+    }
+
+    /// Releases warm block `i`'s pages; returns its capacity.
+    fn evict(&mut self, i: u32, os: &OsCounters) -> usize {
+        let b = *self.table.at(i);
+        let c = b.class as usize;
+        self.table.unlink(&mut self.warm[c], i, Links::Class);
+        if self.warm[c].is_empty() {
+            self.bitmap.clear(c);
+        }
+        self.table.unlink(&mut self.lru, i, Links::Lru);
+        self.stats.retained_bytes -= b.cap;
+        self.stats.retained_buffers -= 1;
+        if b.map_len > 0 {
+            self.unmap_block(i, b.addr, b.map_len, os);
+            return b.cap;
+        }
+        // A carved block cannot give back its pages alone (they may be shared
+        // with neighbours); it turns cold, and the whole run's pages go back
+        // once no block of it is live or warm.
+        self.table.at(i).state = BlockState::Cold;
+        self.table.push_back(&mut self.cold[c], i, Links::Class);
+        let run = &mut self.runs[b.run as usize];
+        run.active -= 1;
+        if run.active == 0 && run.touched {
+            run.touched = false;
+            if let Some(p) = NonNull::new(run.base as *mut u8) {
+                // SAFETY: every block of the run is cold or never carved, so
+                // no one holds data in it; the run is one live mapping.
+                unsafe { os::release_pages(p, run.len, os) };
+            }
+        }
+        b.cap
+    }
+
+    /// Releases every retained buffer; returns the capacity released.
+    pub(crate) fn trim(&mut self, os: &OsCounters) -> usize {
+        let mut total = 0;
+        while !self.lru.is_empty() {
+            total += self.evict(self.lru.head, os);
+        }
+        self.stats.trims += 1;
+        self.stats.trimmed_bytes += total;
+        total
+    }
+
+    /// Sets the retention cap and evicts at once down to it.
+    pub(crate) fn set_retention_cap(&mut self, cap: usize, os: &OsCounters) {
+        self.config.retention_cap = cap;
+        self.stats.retention_cap = cap;
+        self.enforce_cap(os);
+    }
+}

@@ -1,0 +1,151 @@
+//! The cold path: a buffer from fresh pages. Small classes are carved from
+//! runs (one mapping serves many buffers); larger classes get a mapping each,
+//! aligned for huge pages from 2 MiB up; sizes above the largest class get a
+//! dedicated mapping that is released on free.
+//!
+//! Every step that can fail (metadata room, the mapping itself) happens before
+//! any state changes, so a refusal leaves the arena exactly as it was.
+
+use super::blocks::{Block, BlockState, Links, DEDICATED, NIL};
+use super::error::AllocError;
+use super::state::{ArenaState, Grant, Run};
+use super::{CARVE_LIMIT, MAX_ALIGN, RUN_ALIGN, RUN_LEN};
+use crate::os::{self, MapRequest, OsCounters, OsError, HUGE_PAGE_SIZE};
+use crate::size_class::{capacity, Class};
+use core::ptr::NonNull;
+
+fn oom(size: usize, e: OsError) -> AllocError {
+    match e {
+        OsError::MapFailed { errno, .. } => AllocError::OutOfMemory { size, errno },
+        OsError::BadLayout => AllocError::SizeOverflow { size },
+    }
+}
+
+const NO_ROOM: fn(usize) -> AllocError = |size| AllocError::OutOfMemory { size, errno: 0 };
+
+impl ArenaState {
+    /// Serves `class` from memory that is not retained.
+    pub(crate) fn take_cold(&mut self, class: Class, os: &OsCounters) -> Result<Grant, AllocError> {
+        if capacity(class) < CARVE_LIMIT {
+            self.carve(class, os)
+        } else {
+            self.map_block(class, os)
+        }
+    }
+
+    fn room_for_one_block(&mut self, size: usize) -> Result<(), AllocError> {
+        self.table.reserve_one().map_err(|_| NO_ROOM(size))?;
+        self.by_addr.try_reserve(1).map_err(|_| NO_ROOM(size))
+    }
+
+    fn grant_new(&mut self, b: Block) -> Grant {
+        let (addr, cap) = (b.addr, b.cap);
+        let i = self.table.insert(b);
+        self.by_addr.insert(addr, i);
+        self.stats.cold_allocations += 1;
+        self.note_live(cap);
+        Grant {
+            // SAFETY: `addr` is inside a mapping the OS layer returned as non-null.
+            ptr: unsafe { NonNull::new_unchecked(addr as *mut u8) },
+            cap,
+            block: i,
+            fresh: true,
+            warm: false,
+        }
+    }
+
+    /// A small-class block: a released one of the class if any, else the next
+    /// slice of the class's current run, mapping a new run when it is full.
+    fn carve(&mut self, class: Class, os: &OsCounters) -> Result<Grant, AllocError> {
+        let cap = capacity(class);
+        let i = self.cold[class].head;
+        if i != NIL {
+            self.table.unlink(&mut self.cold[class], i, Links::Class);
+            let b = self.table.at(i);
+            b.state = BlockState::Live;
+            let (addr, run) = (b.addr, b.run);
+            let r = &mut self.runs[run as usize];
+            r.active += 1;
+            r.touched = true;
+            self.stats.cold_allocations += 1;
+            self.note_live(cap);
+            return Ok(Grant {
+                // SAFETY: carved blocks lie inside a live, non-null run mapping.
+                ptr: unsafe { NonNull::new_unchecked(addr as *mut u8) },
+                cap,
+                block: i,
+                fresh: false,
+                warm: false,
+            });
+        }
+        self.room_for_one_block(cap)?;
+        let mut r = self.current_run[class];
+        if r == NIL || self.runs[r as usize].carved + cap > self.runs[r as usize].len {
+            self.runs.try_reserve(1).map_err(|_| NO_ROOM(cap))?;
+            let req = MapRequest {
+                len: RUN_LEN,
+                align: RUN_ALIGN,
+                huge_pages: false,
+                prefault: self.config.prefault,
+            };
+            let base = os::map(req, os).map_err(|e| oom(cap, e))?;
+            self.runs.push(Run {
+                base: base.as_ptr() as usize,
+                len: RUN_LEN,
+                class: class as u16,
+                carved: 0,
+                active: 0,
+                touched: false,
+            });
+            self.stats.mapped_bytes += RUN_LEN;
+            r = (self.runs.len() - 1) as u32;
+            self.current_run[class] = r;
+        }
+        let run = &mut self.runs[r as usize];
+        let addr = run.base + run.carved;
+        run.carved += cap;
+        run.active += 1;
+        run.touched = true;
+        debug_assert_eq!(run.class as usize, class);
+        Ok(self.grant_new(Block::new(addr, cap, class as u16, r, 0)))
+    }
+
+    /// A block with its own mapping, aligned to the largest power of two not
+    /// above its capacity (capped at [`MAX_ALIGN`]), so every alignment a
+    /// request of this class may carry is met by every buffer of the class.
+    fn map_block(&mut self, class: Class, os: &OsCounters) -> Result<Grant, AllocError> {
+        let cap = capacity(class);
+        self.room_for_one_block(cap)?;
+        let pow2_floor = 1usize << (usize::BITS - 1 - cap.leading_zeros());
+        let req = MapRequest {
+            len: cap,
+            align: pow2_floor.min(MAX_ALIGN),
+            huge_pages: self.config.huge_pages && cap >= HUGE_PAGE_SIZE,
+            prefault: self.config.prefault,
+        };
+        let p = os::map(req, os).map_err(|e| oom(cap, e))?;
+        self.stats.mapped_bytes += cap;
+        Ok(self.grant_new(Block::new(p.as_ptr() as usize, cap, class as u16, NIL, cap)))
+    }
+
+    /// A mapping for a request above the largest class, released on free.
+    pub(crate) fn map_dedicated(
+        &mut self,
+        size: usize,
+        align: usize,
+        os: &OsCounters,
+    ) -> Result<Grant, AllocError> {
+        let len = os::round_to_pages(size).ok_or(AllocError::SizeOverflow { size })?;
+        self.room_for_one_block(size)?;
+        let req = MapRequest {
+            len,
+            align,
+            huge_pages: self.config.huge_pages,
+            prefault: self.config.prefault,
+        };
+        let p = os::map(req, os).map_err(|e| oom(size, e))?;
+        self.stats.mapped_bytes += len;
+        self.stats.dedicated_allocations += 1;
+        Ok(self.grant_new(Block::new(p.as_ptr() as usize, len, DEDICATED, NIL, len)))
+    }
+}

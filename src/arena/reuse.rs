@@ -1,0 +1,46 @@
+//! The warm path: serve a request from a retained buffer, best fit, O(1).
+
+use super::blocks::{BlockState, Links};
+use super::state::{ArenaState, Grant};
+use crate::size_class::{capacity, max_fit_class, Class, MIN_CAPACITY};
+use core::ptr::NonNull;
+
+impl ArenaState {
+    /// The smallest retained class in `class..=max_fit_class(class)` whose
+    /// buffers satisfy `align`, and its most recently freed buffer (the one
+    /// most likely still in cache). No system call, no allocation.
+    #[inline]
+    pub(crate) fn take_warm(&mut self, class: Class, align: usize) -> Option<Grant> {
+        let hi = max_fit_class(class);
+        let k = if align <= MIN_CAPACITY {
+            self.bitmap.first_in(class, hi)?
+        } else {
+            // Buffers of class k sit at multiples of capacity(k) from an
+            // aligned base, so they are aligned exactly when it divides.
+            self.bitmap
+                .iter_in(class, hi)
+                .find(|&k| capacity(k) % align == 0)?
+        };
+        let i = self.warm[k].tail;
+        self.table.unlink(&mut self.warm[k], i, Links::Class);
+        if self.warm[k].is_empty() {
+            self.bitmap.clear(k);
+        }
+        self.table.unlink(&mut self.lru, i, Links::Lru);
+        let b = self.table.at(i);
+        b.state = BlockState::Live;
+        let (addr, cap) = (b.addr, b.cap);
+        self.stats.retained_bytes -= cap;
+        self.stats.retained_buffers -= 1;
+        self.stats.warm_allocations += 1;
+        self.note_live(cap);
+        Some(Grant {
+            // A block's address is never zero: it came from a successful mapping.
+            ptr: NonNull::new(addr as *mut u8)?,
+            cap,
+            block: i,
+            fresh: false,
+            warm: true,
+        })
+    }
+}

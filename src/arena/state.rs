@@ -1,0 +1,138 @@
+//! The arena's state behind its lock: the block table, free lists, runs,
+//! address index and counters. The life of a buffer is split across files
+//! named for it: `reuse.rs` (warm path), `reserve.rs` (cold path),
+//! `release.rs` (free, eviction, trim).
+
+use super::bitmap::ClassBitmap;
+use super::blocks::{BlockState, BlockTable, List, NIL};
+use super::config::ArenaConfig;
+use crate::os::{self, OsCounters};
+use crate::size_class::CLASS_COUNT;
+use crate::stats::ArenaStats;
+use core::hash::{BuildHasherDefault, Hasher};
+use core::ptr::NonNull;
+use std::collections::HashMap;
+
+/// A hasher for buffer addresses: they are distinct and 16-byte aligned, so
+/// one multiply spreads them well.
+#[derive(Default)]
+pub(crate) struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = ((n as u64) >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+pub(crate) type AddrMap = HashMap<usize, u32, BuildHasherDefault<AddrHasher>>;
+
+/// A region carved into blocks of one small class.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Run {
+    pub base: usize,
+    pub len: usize,
+    pub class: u16,
+    /// Bytes carved from the front so far.
+    pub carved: usize,
+    /// Carved blocks that are live or warm (not cold).
+    pub active: u32,
+    /// Some block of the run has been handed out since its pages were last released.
+    pub touched: bool,
+}
+
+/// What an allocation hands back to the layer above.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Grant {
+    pub ptr: NonNull<u8>,
+    pub cap: usize,
+    pub block: u32,
+    /// The pages are straight from the OS and read as zero.
+    pub fresh: bool,
+    /// Served from retained memory.
+    pub warm: bool,
+}
+
+/// Everything behind the arena lock.
+pub(crate) struct ArenaState {
+    pub table: BlockTable,
+    pub warm: [List; CLASS_COUNT],
+    pub cold: [List; CLASS_COUNT],
+    pub lru: List,
+    pub bitmap: ClassBitmap,
+    pub runs: Vec<Run>,
+    pub current_run: [u32; CLASS_COUNT],
+    pub by_addr: AddrMap,
+    pub config: ArenaConfig,
+    pub stats: ArenaStats,
+}
+
+impl ArenaState {
+    pub(crate) fn new(config: ArenaConfig) -> Self {
+        ArenaState {
+            table: BlockTable::default(),
+            warm: [List::default(); CLASS_COUNT],
+            cold: [List::default(); CLASS_COUNT],
+            lru: List::default(),
+            bitmap: ClassBitmap::default(),
+            runs: Vec::new(),
+            current_run: [NIL; CLASS_COUNT],
+            by_addr: AddrMap::default(),
+            config,
+            stats: ArenaStats {
+                retention_cap: config.retention_cap,
+                ..ArenaStats::default()
+            },
+        }
+    }
+
+    pub(crate) fn note_live(&mut self, cap: usize) {
+        self.stats.live_bytes += cap;
+        self.stats.live_buffers += 1;
+        if self.stats.live_bytes > self.stats.peak_live_bytes {
+            self.stats.peak_live_bytes = self.stats.live_bytes;
+        }
+    }
+
+    pub(crate) fn note_dead(&mut self, cap: usize) {
+        self.stats.live_bytes -= cap;
+        self.stats.live_buffers -= 1;
+    }
+
+    /// The block that starts at `addr`, if it is live.
+    pub(crate) fn live_block_at(&self, addr: usize) -> Option<u32> {
+        let i = *self.by_addr.get(&addr)?;
+        let b = self.table.get(i)?;
+        (b.state == BlockState::Live && b.addr == addr).then_some(i)
+    }
+
+    /// Gives every mapping back to the OS. Called once, when the last handle
+    /// and the last allocation of the arena are gone.
+    pub(crate) fn release_everything(&mut self, os: &OsCounters) {
+        for b in self.table.iter() {
+            if b.state != BlockState::Vacant && b.map_len > 0 {
+                if let Some(p) = NonNull::new(b.addr as *mut u8) {
+                    // SAFETY: the block owns this whole mapping and, with the
+                    // arena gone, nobody can reach its memory any more.
+                    unsafe { os::unmap(p, b.map_len, os) };
+                }
+            }
+        }
+        for r in &self.runs {
+            if let Some(p) = NonNull::new(r.base as *mut u8) {
+                // SAFETY: each run is one mapping owned by the arena; no block
+                // carved from it is reachable once the arena is gone.
+                unsafe { os::unmap(p, r.len, os) };
+            }
+        }
+        self.runs.clear();
+        self.stats.mapped_bytes = 0;
+    }
+}

@@ -1,0 +1,173 @@
+//! [`Allocation`]: one buffer, one owner, returned to its arena exactly once.
+
+use crate::arena::shared::ArenaCore;
+use crate::arena::state::Grant;
+use crate::arena::{AllocError, ArenaKind};
+use core::ptr::NonNull;
+use std::sync::Arc;
+
+/// A buffer from an arena, owned by exactly one value.
+///
+/// Move-only: it cannot be cloned, and it gives its buffer back to its arena
+/// exactly once, when dropped or [`release`](Allocation::release)d. It keeps
+/// its arena's state alive, so dropping every arena handle first is safe.
+///
+/// The bytes of a reused buffer are whatever its previous owner left there;
+/// fresh pages read as zero.
+///
+/// ```
+/// use warmarena::{ArenaKind, ExecutionArena};
+/// let arena = ExecutionArena::new();
+/// let mut a = arena.allocate(256, 16).unwrap();
+/// a.as_mut_slice().fill(1);
+/// assert_eq!(a.kind(), ArenaKind::Execution);
+/// drop(arena); // the allocation keeps the arena alive
+/// assert_eq!(a.as_slice()[255], 1);
+/// ```
+pub struct Allocation {
+    ptr: NonNull<u8>,
+    len: usize,
+    cap: usize,
+    block: u32,
+    warm: bool,
+    fresh: bool,
+    core: Arc<ArenaCore>,
+}
+
+// SAFETY: an Allocation is the unique owner of its bytes (like a Vec<u8>), and
+// its arena core is itself Send + Sync (state behind a Mutex, atomic counters).
+unsafe impl Send for Allocation {}
+// SAFETY: shared references only read the bytes or the immutable fields.
+unsafe impl Sync for Allocation {}
+
+impl Allocation {
+    pub(crate) fn from_grant(g: Grant, len: usize, core: Arc<ArenaCore>) -> Self {
+        Allocation {
+            ptr: g.ptr,
+            len,
+            cap: g.cap,
+            block: g.block,
+            warm: g.warm,
+            fresh: g.fresh,
+            core,
+        }
+    }
+
+    /// The first byte.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// The first byte, for writing.
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// The logical length: the bytes asked for, or the last `resize`.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the logical length is zero (possible only after `resize(0)`).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The bytes the buffer really holds (its size class).
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    /// Which arena owns the buffer.
+    pub fn kind(&self) -> ArenaKind {
+        self.core.kind
+    }
+
+    /// Whether the buffer came from retained memory (no system call, no fault).
+    ///
+    /// ```
+    /// let arena = warmarena::IoArena::new();
+    /// assert!(!arena.allocate(4096, 8).unwrap().served_warm());
+    /// assert!(arena.allocate(4096, 8).unwrap().served_warm());
+    /// ```
+    pub fn served_warm(&self) -> bool {
+        self.warm
+    }
+
+    /// Whether the buffer's pages are straight from the OS and read as zero.
+    pub fn is_zeroed(&self) -> bool {
+        self.fresh
+    }
+
+    /// The logical bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: the buffer is `cap >= len` bytes of mapped, initialized
+        // memory owned by this value for as long as the borrow lasts.
+        unsafe { core::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// The logical bytes, for writing.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as in `as_slice`, and `&mut self` makes the access unique.
+        unsafe { core::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// Changes the logical length within the capacity, keeping the buffer
+    /// and its bytes. Beyond the capacity it refuses and changes nothing.
+    ///
+    /// ```
+    /// let arena = warmarena::ExecutionArena::new();
+    /// let mut a = arena.allocate(1000, 8).unwrap();
+    /// let p = a.as_ptr();
+    /// a.resize(1024).unwrap();
+    /// assert_eq!((a.as_ptr(), a.len()), (p, 1024));
+    /// assert!(a.resize(1 << 20).is_err());
+    /// ```
+    pub fn resize(&mut self, len: usize) -> Result<(), AllocError> {
+        if len > self.cap {
+            return Err(AllocError::BeyondCapacity {
+                requested: len,
+                capacity: self.cap,
+            });
+        }
+        self.len = len;
+        Ok(())
+    }
+
+    /// Returns the buffer to its arena now (the same as dropping it).
+    ///
+    /// ```
+    /// let arena = warmarena::ExecutionArena::new();
+    /// arena.allocate(64, 8).unwrap().release();
+    /// assert_eq!(arena.stats().live_bytes, 0);
+    /// ```
+    pub fn release(self) {
+        drop(self)
+    }
+
+    pub(crate) fn block(&self) -> u32 {
+        self.block
+    }
+
+    pub(crate) fn core(&self) -> &Arc<ArenaCore> {
+        &self.core
+    }
+}
+
+impl Drop for Allocation {
+    fn drop(&mut self) {
+        let returned = self.core.free(self.block, self.ptr.as_ptr() as usize);
+        debug_assert!(returned, "a live allocation's block was not live");
+    }
+}
+
+impl core::fmt::Debug for Allocation {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Allocation")
+            .field("ptr", &self.ptr)
+            .field("len", &self.len)
+            .field("capacity", &self.cap)
+            .field("kind", &self.core.kind)
+            .finish()
+    }
+}

@@ -1,0 +1,154 @@
+//! The door to the kernel: every `mmap`, `munmap` and `madvise` the crate makes
+//! goes through this module, and each one is counted in the [`OsCounters`] of
+//! the caller, so tests can assert that a warm run made no system call.
+//!
+//! What it offers:
+//! - [`map`]: fresh anonymous, read-write pages at a requested alignment, with
+//!   transparent-huge-page advice on request;
+//! - [`unmap`]: give a mapping back;
+//! - [`release_pages`]: drop a range's physical pages but keep the address range
+//!   (`MADV_DONTNEED`; the next touch gets zero pages);
+//! - [`prefault`]: materialize a range now (`MADV_POPULATE_WRITE`, falling back
+//!   to writing one byte per page on kernels without it).
+//!
+//! Under Miri the same functions are served from the Rust heap
+//! (`sys_heap.rs`), so the pure logic above this layer runs there unchanged.
+
+mod counters;
+pub use counters::{OsCounters, OsStats};
+
+#[cfg(not(miri))]
+mod sys_linux;
+#[cfg(not(miri))]
+use sys_linux as sys;
+
+#[cfg(miri)]
+mod sys_heap;
+#[cfg(miri)]
+use sys_heap as sys;
+
+use core::ptr::NonNull;
+
+/// The size of a transparent huge page on x86_64 and most aarch64 kernels.
+pub const HUGE_PAGE_SIZE: usize = 2 << 20;
+
+/// Why the OS layer could not hand out memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OsError {
+    /// The kernel refused the mapping (`errno` as reported, e.g. `ENOMEM`).
+    MapFailed {
+        /// Bytes asked for.
+        len: usize,
+        /// The OS error number.
+        errno: i32,
+    },
+    /// The length or alignment cannot be represented (overflow, or an
+    /// alignment that is not a power of two).
+    BadLayout,
+}
+
+impl core::fmt::Display for OsError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            OsError::MapFailed { len, errno } => {
+                write!(f, "the OS refused to map {len} bytes (errno {errno})")
+            }
+            OsError::BadLayout => write!(f, "length or alignment cannot be mapped"),
+        }
+    }
+}
+
+impl std::error::Error for OsError {}
+
+/// The base page size of this machine, read once.
+///
+/// ```
+/// assert!(warmarena::os::page_size().is_power_of_two());
+/// ```
+pub fn page_size() -> usize {
+    sys::page_size()
+}
+
+/// Rounds `len` up to a whole number of pages; `None` on overflow.
+///
+/// ```
+/// let p = warmarena::os::page_size();
+/// assert_eq!(warmarena::os::round_to_pages(1), Some(p));
+/// assert_eq!(warmarena::os::round_to_pages(usize::MAX), None);
+/// ```
+pub fn round_to_pages(len: usize) -> Option<usize> {
+    let p = page_size();
+    len.checked_add(p - 1).map(|v| v & !(p - 1))
+}
+
+/// How a mapping should be made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MapRequest {
+    /// Bytes to map; rounded up to whole pages.
+    pub len: usize,
+    /// Alignment of the first byte; a power of two. Values at or below the
+    /// page size cost nothing; larger ones over-map and trim.
+    pub align: usize,
+    /// Ask for transparent huge pages (`MADV_HUGEPAGE`).
+    pub huge_pages: bool,
+    /// Materialize every page now (see [`prefault`]).
+    pub prefault: bool,
+}
+
+/// Maps fresh zeroed pages as described by `req`, counting the calls in `counters`.
+///
+/// ```
+/// use warmarena::os::{self, MapRequest, OsCounters};
+/// let c = OsCounters::new();
+/// let req = MapRequest { len: 8192, align: 4096, huge_pages: false, prefault: false };
+/// let p = os::map(req, &c).unwrap();
+/// // SAFETY: `p` was just mapped with this length and is not used afterwards.
+/// unsafe { os::unmap(p, 8192, &c) };
+/// assert_eq!(c.snapshot().maps, 1);
+/// ```
+pub fn map(req: MapRequest, counters: &OsCounters) -> Result<NonNull<u8>, OsError> {
+    if !req.align.is_power_of_two() {
+        return Err(OsError::BadLayout);
+    }
+    let len = round_to_pages(req.len.max(1)).ok_or(OsError::BadLayout)?;
+    let ptr = sys::map(len, req.align.max(page_size()), counters)?;
+    if req.huge_pages {
+        sys::advise_huge(ptr, len, counters);
+    }
+    if req.prefault {
+        // SAFETY: the range was mapped read-write just above and is owned by us.
+        unsafe { prefault(ptr, len, counters) };
+    }
+    Ok(ptr)
+}
+
+/// Gives a mapping back to the OS.
+///
+/// # Safety
+/// `ptr` and `len` must describe exactly one mapping made by [`map`] (with the
+/// `len` given there), and nothing may use the range afterwards.
+pub unsafe fn unmap(ptr: NonNull<u8>, len: usize, counters: &OsCounters) {
+    let len = round_to_pages(len.max(1)).unwrap_or(len);
+    // SAFETY: forwarded from the caller's contract.
+    unsafe { sys::unmap(ptr, len, counters) }
+}
+
+/// Drops the physical pages behind a page-aligned range and keeps the
+/// addresses: the next touch of each page faults in a zeroed page.
+///
+/// # Safety
+/// The range must lie inside one live mapping made by [`map`], be page
+/// aligned, and hold no data anyone still needs.
+pub unsafe fn release_pages(ptr: NonNull<u8>, len: usize, counters: &OsCounters) {
+    // SAFETY: forwarded from the caller's contract.
+    unsafe { sys::release_pages(ptr, len, counters) }
+}
+
+/// Materializes every page of the range now, so that later writes take no fault.
+///
+/// # Safety
+/// The range must lie inside one live read-write mapping made by [`map`].
+pub unsafe fn prefault(ptr: NonNull<u8>, len: usize, counters: &OsCounters) {
+    // SAFETY: forwarded from the caller's contract.
+    unsafe { sys::prefault(ptr, len, counters) }
+}

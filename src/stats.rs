@@ -1,0 +1,61 @@
+//! Plain accounting structs that every layer reports into. No logic here
+//! beyond arithmetic: what the numbers mean is defined where they are counted.
+
+use crate::os::OsStats;
+
+/// A snapshot of one arena's accounting.
+///
+/// Capacity is the unit: a live buffer counts its class capacity, not the
+/// bytes asked for, because that is what the arena holds for it. Retained
+/// (free, pages kept) capacity is never counted as live.
+///
+/// ```
+/// let arena = warmarena::ExecutionArena::new();
+/// let a = arena.allocate(10_000, 64).unwrap();
+/// let s = arena.stats();
+/// assert_eq!(s.live_bytes, a.capacity());
+/// drop(a);
+/// let s = arena.stats();
+/// assert_eq!((s.live_bytes, s.retained_bytes), (0, 10240));
+/// ```
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ArenaStats {
+    /// Capacity of buffers currently owned by someone (values, bindings, leases).
+    pub live_bytes: usize,
+    /// Number of live buffers.
+    pub live_buffers: usize,
+    /// Capacity of free buffers kept with their pages, ready for reuse.
+    pub retained_bytes: usize,
+    /// Number of retained buffers.
+    pub retained_buffers: usize,
+    /// The highest `live_bytes` seen since creation or the last `reset_peak`.
+    pub peak_live_bytes: usize,
+    /// Allocations served from a retained buffer (no system call, no fault).
+    pub warm_allocations: u64,
+    /// Allocations served from fresh or released pages.
+    pub cold_allocations: u64,
+    /// Allocations above the largest class, each with its own mapping that is
+    /// released on free (also counted in `cold_allocations`).
+    pub dedicated_allocations: u64,
+    /// Buffers returned by their owners.
+    pub frees: u64,
+    /// Buffers released because the retention cap was exceeded.
+    pub evictions: u64,
+    /// Capacity released by cap evictions.
+    pub evicted_bytes: usize,
+    /// Calls to `trim`.
+    pub trims: u64,
+    /// Capacity released by `trim`.
+    pub trimmed_bytes: usize,
+    /// The retention cap in force (`usize::MAX` when unbounded).
+    pub retention_cap: usize,
+    /// Capacity of live buffers currently pinned by leases (I/O arena).
+    pub leased_bytes: usize,
+    /// Live leased buffers (each counted once however many clones it has).
+    pub leases: usize,
+    /// Address space currently mapped by the arena (live, retained, and the
+    /// untouched tails of small-class runs).
+    pub mapped_bytes: usize,
+    /// The arena's own system calls.
+    pub os: OsStats,
+}
