@@ -1,0 +1,196 @@
+//! Reuse policy: best fit within 2×, capacity-preserving reuse, retention cap
+//! with least-recently-freed eviction, trim, accounting, independence.
+
+use warmarena::size_class::{capacity, class_of};
+use warmarena::{ArenaConfig, ArenaKind, ExecutionArena, IoArena};
+
+fn cap_of(size: usize) -> usize {
+    capacity(class_of(size).unwrap())
+}
+
+#[test]
+fn best_fit_takes_the_smallest_retained_class_that_fits() {
+    let arena = ExecutionArena::new();
+    let a = arena.allocate(100_000, 8).unwrap();
+    let b = arena.allocate(150_000, 8).unwrap();
+    let (pa, pb) = (a.as_ptr(), b.as_ptr());
+    drop(b);
+    drop(a);
+    // 90_000 fits both; the smaller retained class wins.
+    let c = arena.allocate(90_000, 8).unwrap();
+    assert_eq!(c.as_ptr(), pa);
+    assert_eq!(c.capacity(), cap_of(100_000));
+    assert!(c.served_warm());
+    let d = arena.allocate(140_000, 8).unwrap();
+    assert_eq!(d.as_ptr(), pb);
+}
+
+#[test]
+fn never_reuses_a_buffer_more_than_twice_the_rounded_request() {
+    let arena = ExecutionArena::new();
+    drop(arena.allocate(1 << 20, 8).unwrap());
+    // 1 MiB is exactly twice 512 KiB: allowed.
+    let a = arena.allocate(512 << 10, 8).unwrap();
+    assert!(a.served_warm());
+    drop(a);
+    // Just under half: the 1 MiB buffer is more than twice the class, so fresh.
+    let b = arena.allocate((512 << 10) - 100_000, 8).unwrap();
+    assert!(!b.served_warm());
+    assert_eq!(arena.stats().retained_bytes, 1 << 20);
+}
+
+#[test]
+fn reuse_keeps_capacity_and_resize_within_it_keeps_the_buffer() {
+    let arena = IoArena::new();
+    drop(arena.allocate(1 << 20, 8).unwrap());
+    let mut a = arena.allocate(600 << 10, 8).unwrap();
+    assert_eq!(a.capacity(), 1 << 20);
+    let p = a.as_ptr();
+    a.resize(1 << 20).unwrap();
+    assert_eq!(a.as_ptr(), p);
+    assert_eq!(a.len(), 1 << 20);
+    assert!(a.resize((1 << 20) + 1).is_err());
+    assert_eq!(a.len(), 1 << 20);
+}
+
+#[test]
+fn alignment_is_honoured_warm_and_cold() {
+    let arena = ExecutionArena::new();
+    for &align in &[1usize, 16, 64, 4096, 65536, 2 << 20] {
+        for &size in &[1usize, 100, 5000, 70_000, 3 << 20] {
+            let a = arena.allocate(size, align).unwrap();
+            assert_eq!(a.as_ptr() as usize % align, 0, "size {size} align {align}");
+            drop(a);
+            let b = arena.allocate(size, align).unwrap();
+            assert_eq!(b.as_ptr() as usize % align, 0, "warm size {size} align {align}");
+        }
+    }
+}
+
+#[test]
+fn cap_evicts_least_recently_freed_first_and_never_live() {
+    let mib = 1 << 20;
+    let arena = ExecutionArena::with_config(ArenaConfig::default().retention_cap(3 * mib));
+    let bufs: Vec<_> = (0..4).map(|_| arena.allocate(mib, 8).unwrap()).collect();
+    let addrs: Vec<_> = bufs.iter().map(|b| b.as_ptr() as usize).collect();
+    let live = arena.allocate(5 * mib, 8).unwrap();
+    for b in bufs {
+        drop(b);
+    }
+    let s = arena.stats();
+    assert_eq!(s.retained_bytes, 3 * mib);
+    assert_eq!((s.evictions, s.evicted_bytes), (1, mib));
+    assert_eq!(s.live_bytes, live.capacity());
+    // The first freed was evicted; the three later ones are reused.
+    let again: Vec<_> = (0..3).map(|_| arena.allocate(mib, 8).unwrap()).collect();
+    for a in &again {
+        assert!(a.served_warm());
+        assert_ne!(a.as_ptr() as usize, addrs[0]);
+    }
+    drop(again);
+    arena.set_retention_cap(mib);
+    let s = arena.stats();
+    assert_eq!(s.retained_bytes, mib);
+    assert_eq!(s.evictions, 3);
+    // Lowering the cap to zero never touches the live buffer.
+    arena.set_retention_cap(0);
+    assert_eq!(arena.stats().retained_bytes, 0);
+    assert_eq!(arena.stats().live_bytes, live.capacity());
+}
+
+#[test]
+fn cap_of_zero_keeps_nothing_and_still_serves() {
+    let arena = IoArena::with_config(ArenaConfig::default().retention_cap(0));
+    for _ in 0..3 {
+        let mut a = arena.allocate(200_000, 8).unwrap();
+        a.as_mut_slice().fill(1);
+    }
+    let s = arena.stats();
+    assert_eq!(s.retained_bytes, 0);
+    assert_eq!((s.cold_allocations, s.warm_allocations, s.evictions), (3, 0, 3));
+    assert_eq!(s.os.unmapped_bytes, 3 * cap_of(200_000) as u64);
+}
+
+#[test]
+fn trim_releases_every_retained_buffer_and_reports_bytes() {
+    let arena = ExecutionArena::new();
+    let keep = arena.allocate(300_000, 8).unwrap();
+    let sizes = [100usize, 5000, 70_000, 1 << 20, 3 << 20];
+    let total: usize = sizes.iter().map(|&s| cap_of(s)).sum();
+    for &s in &sizes {
+        drop(arena.allocate(s, 8).unwrap());
+    }
+    assert_eq!(arena.stats().retained_bytes, total);
+    assert_eq!(arena.trim(), total);
+    let s = arena.stats();
+    assert_eq!((s.retained_bytes, s.retained_buffers), (0, 0));
+    assert_eq!((s.trims, s.trimmed_bytes), (1, total));
+    assert_eq!(s.live_bytes, keep.capacity());
+    assert!(s.os.unmaps >= 3, "large classes are unmapped: {:?}", s.os);
+    // After a trim the same sizes come back cold.
+    for &s in &sizes {
+        assert!(!arena.allocate(s, 8).unwrap().served_warm());
+    }
+}
+
+#[test]
+fn separate_arenas_are_independent() {
+    let mib = 1 << 20;
+    let exec = ExecutionArena::with_config(ArenaConfig::default().retention_cap(4 * mib));
+    let io = IoArena::with_config(ArenaConfig::default().retention_cap(4 * mib));
+    for _ in 0..4 {
+        drop(exec.allocate(mib, 8).unwrap());
+    }
+    let working = exec.stats().retained_bytes;
+    // A burst of outputs in the I/O arena, then released past its cap.
+    let burst: Vec<_> = (0..16).map(|_| io.allocate(mib, 8).unwrap()).collect();
+    drop(burst);
+    assert!(io.stats().evictions > 0);
+    assert_eq!(exec.stats().retained_bytes, working);
+    assert_eq!(exec.stats().evictions, 0);
+    assert_eq!(exec.kind(), ArenaKind::Execution);
+    assert_eq!(io.kind(), ArenaKind::Io);
+}
+
+#[test]
+fn retained_is_never_live_and_peak_follows_live() {
+    let arena = ExecutionArena::new();
+    let a = arena.allocate(1 << 20, 8).unwrap();
+    let b = arena.allocate(1 << 20, 8).unwrap();
+    drop(a);
+    let s = arena.stats();
+    assert_eq!(s.live_bytes, 1 << 20);
+    assert_eq!(s.retained_bytes, 1 << 20);
+    assert_eq!(s.peak_live_bytes, 2 << 20);
+    drop(b);
+    arena.reset_peak();
+    assert_eq!(arena.stats().peak_live_bytes, 0);
+}
+
+#[test]
+fn allocations_keep_the_arena_alive_and_drop_releases_everything() {
+    let arena = ExecutionArena::new();
+    let mut a = arena.allocate(3 << 20, 64).unwrap();
+    let small = arena.allocate(48, 8).unwrap();
+    drop(arena);
+    a.as_mut_slice().fill(9);
+    assert_eq!(a.as_slice()[(3 << 20) - 1], 9);
+    drop(small);
+    drop(a); // the last owner: the arena state goes away and unmaps
+}
+
+#[test]
+fn small_classes_share_runs_and_return_pages_when_idle() {
+    let arena = ExecutionArena::new();
+    let bufs: Vec<_> = (0..100).map(|_| arena.allocate(100, 8).unwrap()).collect();
+    let s = arena.stats();
+    assert_eq!(s.os.maps, 1, "one run serves many small buffers");
+    drop(bufs);
+    assert_eq!(arena.trim(), 100 * 112);
+    let s = arena.stats();
+    assert_eq!(s.os.page_releases, 1, "the idle run's pages go back");
+    // Reusing a trimmed small block is a cold allocation (its pages were released).
+    let a = arena.allocate(100, 8).unwrap();
+    assert!(!a.served_warm());
+    assert_eq!(arena.stats().os.maps, 1, "the run's address range is reused");
+}

@@ -1,0 +1,16 @@
+//! The integration suite: one test binary, a module per concern.
+//!
+//! The binary installs a counting global allocator (per-thread counts, so
+//! tests running side by side do not disturb each other) so that tests can
+//! assert "no heap allocation on the warm path".
+
+mod support;
+
+mod arena_bad_input;
+mod arena_concurrency;
+mod arena_model;
+mod arena_policy;
+mod arena_warm_path;
+
+#[global_allocator]
+static COUNTING: support::CountingAlloc = support::CountingAlloc;

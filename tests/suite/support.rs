@@ -1,0 +1,113 @@
+//! Shared helpers: a per-thread counting global allocator and a combined
+//! "what did this run cost" probe (heap allocations, page faults, system calls).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use warmarena::faults::{FaultCounter, FaultSource};
+
+thread_local! {
+    static HEAP_CALLS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Forwards to the system allocator and counts allocation calls made by
+/// the current thread.
+pub struct CountingAlloc;
+
+fn bump() {
+    // `try_with` so that allocations during thread teardown are not an error.
+    let _ = HEAP_CALLS.try_with(|c| c.set(c.get() + 1));
+}
+
+// SAFETY: every call forwards to `System` with the caller's arguments.
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        bump();
+        // SAFETY: forwarded contract.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        bump();
+        // SAFETY: forwarded contract.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        bump();
+        // SAFETY: forwarded contract.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded contract.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+/// Heap allocation calls (alloc, alloc_zeroed, realloc) made by this thread so far.
+pub fn heap_calls() -> u64 {
+    HEAP_CALLS.with(|c| c.get())
+}
+
+/// Costs observed over a stretch of this thread's work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cost {
+    pub heap_calls: u64,
+    pub minor_faults: u64,
+    pub major_faults: u64,
+}
+
+/// Touches the next 256 KiB of this thread's stack so that stack growth
+/// inside a measured stretch (deeper frames, the counter's own reads) is not
+/// counted as a fault of the code under test.
+#[inline(never)]
+fn pre_touch_stack() {
+    let mut pad = [0u8; 256 << 10];
+    for i in (0..pad.len()).step_by(4096) {
+        pad[i] = 1;
+    }
+    std::hint::black_box(&mut pad);
+}
+
+/// Measures heap calls and page faults of the calling thread around `f`.
+pub fn measure<R>(f: impl FnOnce() -> R) -> (R, Cost, FaultSource) {
+    let mut faults = FaultCounter::new();
+    let heap0 = heap_calls();
+    pre_touch_stack();
+    faults.reset();
+    let r = f();
+    let fl = faults.read();
+    let heap = heap_calls() - heap0;
+    (
+        r,
+        Cost {
+            heap_calls: heap,
+            minor_faults: fl.minor,
+            major_faults: fl.major,
+        },
+        faults.source(),
+    )
+}
+
+/// Writes `len` bytes of a pattern derived from `seed`, one store per 8 bytes.
+pub fn fill(buf: &mut [u8], seed: u64) {
+    let mut chunks = buf.chunks_exact_mut(8);
+    let mut x = seed | 1;
+    for c in &mut chunks {
+        c.copy_from_slice(&x.to_le_bytes());
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    }
+    for b in chunks.into_remainder() {
+        *b = seed as u8;
+    }
+}
+
+/// Checks a pattern written by [`fill`].
+pub fn check(buf: &[u8], seed: u64) -> bool {
+    let mut chunks = buf.chunks_exact(8);
+    let mut x = seed | 1;
+    for c in &mut chunks {
+        if c != x.to_le_bytes() {
+            return false;
+        }
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    }
+    chunks.remainder().iter().all(|&b| b == seed as u8)
+}
