@@ -42,9 +42,7 @@ fn deallocate(core: &ArenaCore, ptr: NonNull<u8>, layout: Layout) {
     if layout.size() == 0 {
         return;
     }
-    if let Some((block, _)) = core.live_block_at(ptr.as_ptr() as usize) {
-        core.free(block, ptr.as_ptr() as usize);
-    }
+    core.free_at(ptr.as_ptr() as usize);
 }
 
 /// Grows or shrinks: in place when the new size fits the capacity and the
@@ -72,7 +70,11 @@ unsafe fn reallocate(
     if new.size() <= cap && addr % new.align() == 0 {
         if zero_tail && new.size() > old.size() {
             // SAFETY: [old.size, new.size) lies within this buffer's capacity.
-            unsafe { ptr.as_ptr().add(old.size()).write_bytes(0, new.size() - old.size()) };
+            unsafe {
+                ptr.as_ptr()
+                    .add(old.size())
+                    .write_bytes(0, new.size() - old.size())
+            };
         }
         return Ok(NonNull::slice_from_raw_parts(ptr, cap));
     }

@@ -10,6 +10,7 @@ pub mod os;
 pub mod planner;
 pub mod size_class;
 pub mod stats;
+mod sync;
 
 pub use arena::{AllocError, ArenaConfig, ArenaKind, ExecutionArena, IoArena};
 pub use handle::Allocation;

@@ -43,7 +43,7 @@ pub const MAX_CLASS_SIZE: usize = capacity(CLASS_COUNT - 1);
 pub const fn class_of(size: usize) -> Option<Class> {
     if size <= 128 {
         let s = if size == 0 { 1 } else { size };
-        return Some((s + 15) / 16 - 1);
+        return Some(s.div_ceil(16) - 1);
     }
     if size > MAX_CLASS_SIZE {
         return None;
@@ -175,7 +175,7 @@ mod tests {
 
     #[test]
     fn covers_at_least_64_gib() {
-        assert!(MAX_CLASS_SIZE >= 64 << 30);
+        const { assert!(MAX_CLASS_SIZE >= 64 << 30) };
         assert!(class_of(64 << 30).is_some());
         assert_eq!(class_of(MAX_CLASS_SIZE), Some(CLASS_COUNT - 1));
         assert_eq!(class_of(MAX_CLASS_SIZE + 1), None);

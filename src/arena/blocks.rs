@@ -1,6 +1,8 @@
 //! The block table: one record per buffer the arena has carved or mapped, and
-//! the intrusive lists that thread through it (per-class free lists and the
-//! arena-wide least-recently-freed order). Pure bookkeeping: no OS, no unsafe.
+//! the intrusive per-class lists that thread through it. Each free list is in
+//! free order (head = least recently freed), and every free stamps the block,
+//! so the arena-wide least-recently-freed buffer is the oldest of the class
+//! heads. Pure bookkeeping: no OS, no unsafe.
 //!
 //! Records are only ever added when the arena grows (a cold allocation), and
 //! vacated slots are recycled, so the warm path never allocates metadata.
@@ -13,7 +15,7 @@ pub(crate) const NIL: u32 = u32::MAX;
 pub(crate) enum BlockState {
     /// Owned by an allocation or a lease.
     Live,
-    /// Free with its pages kept: on its class's warm list and the LRF list.
+    /// Free with its pages kept: on its class's warm list.
     Warm,
     /// Free and released (a small-class block whose run's pages may be gone):
     /// on its class's cold list, reused only as a cold allocation.
@@ -35,12 +37,11 @@ pub(crate) struct Block {
     pub run: u32,
     /// Length of the block's own mapping (0 for carved blocks).
     pub map_len: usize,
+    /// When it was last freed (the arena's free counter).
+    pub freed_at: u64,
     /// Links in the class list (warm or cold).
     pub prev: u32,
     pub next: u32,
-    /// Links in the least-recently-freed list (warm blocks only).
-    pub lru_prev: u32,
-    pub lru_next: u32,
 }
 
 /// Class marker for dedicated (unclassed) mappings.
@@ -55,10 +56,9 @@ impl Block {
             state: BlockState::Live,
             run,
             map_len,
+            freed_at: 0,
             prev: NIL,
             next: NIL,
-            lru_prev: NIL,
-            lru_next: NIL,
         }
     }
 }
@@ -73,7 +73,11 @@ pub(crate) struct List {
 
 impl Default for List {
     fn default() -> Self {
-        List { head: NIL, tail: NIL, len: 0 }
+        List {
+            head: NIL,
+            tail: NIL,
+            len: 0,
+        }
     }
 }
 
@@ -81,13 +85,6 @@ impl List {
     pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
-}
-
-/// Which pair of links a list uses.
-#[derive(Clone, Copy)]
-pub(crate) enum Links {
-    Class,
-    Lru,
 }
 
 /// All block records plus the stack of vacant slots.
@@ -107,7 +104,9 @@ impl BlockTable {
         }
         self.blocks.try_reserve(1).map_err(|_| ())?;
         // The vacant stack can never hold more than every block.
-        self.vacant.try_reserve(self.blocks.len() + 1).map_err(|_| ())
+        self.vacant
+            .try_reserve(self.blocks.len() + 1)
+            .map_err(|_| ())
     }
 
     /// Stores `b` in a vacant slot or a new one. Capacity was reserved by
@@ -140,49 +139,38 @@ impl BlockTable {
         self.blocks.iter()
     }
 
-    fn links(&mut self, i: u32, which: Links) -> (&mut u32, &mut u32) {
-        let b = &mut self.blocks[i as usize];
-        match which {
-            Links::Class => (&mut b.prev, &mut b.next),
-            Links::Lru => (&mut b.lru_prev, &mut b.lru_next),
-        }
-    }
-
     /// Appends `i` at the tail (most recent end) of `list`.
-    pub(crate) fn push_back(&mut self, list: &mut List, i: u32, which: Links) {
+    #[inline]
+    pub(crate) fn push_back(&mut self, list: &mut List, i: u32) {
         let old_tail = list.tail;
-        {
-            let (p, n) = self.links(i, which);
-            *p = old_tail;
-            *n = NIL;
-        }
+        let b = &mut self.blocks[i as usize];
+        b.prev = old_tail;
+        b.next = NIL;
         if old_tail == NIL {
             list.head = i;
         } else {
-            *self.links(old_tail, which).1 = i;
+            self.blocks[old_tail as usize].next = i;
         }
         list.tail = i;
         list.len += 1;
     }
 
     /// Unlinks `i` from `list`.
-    pub(crate) fn unlink(&mut self, list: &mut List, i: u32, which: Links) {
-        let (prev, next) = {
-            let (p, n) = self.links(i, which);
-            let pair = (*p, *n);
-            *p = NIL;
-            *n = NIL;
-            pair
-        };
+    #[inline]
+    pub(crate) fn unlink(&mut self, list: &mut List, i: u32) {
+        let b = &mut self.blocks[i as usize];
+        let (prev, next) = (b.prev, b.next);
+        b.prev = NIL;
+        b.next = NIL;
         if prev == NIL {
             list.head = next;
         } else {
-            *self.links(prev, which).1 = next;
+            self.blocks[prev as usize].next = next;
         }
         if next == NIL {
             list.tail = prev;
         } else {
-            *self.links(next, which).0 = prev;
+            self.blocks[next as usize].prev = prev;
         }
         list.len -= 1;
     }
@@ -192,16 +180,12 @@ impl BlockTable {
 mod tests {
     use super::*;
 
-    fn collect(t: &BlockTable, l: &List, which: Links) -> Vec<u32> {
+    fn collect(t: &BlockTable, l: &List) -> Vec<u32> {
         let mut out = vec![];
         let mut i = l.head;
         while i != NIL {
             out.push(i);
-            let b = t.get(i).unwrap();
-            i = match which {
-                Links::Class => b.next,
-                Links::Lru => b.lru_next,
-            };
+            i = t.get(i).unwrap().next;
         }
         out
     }
@@ -210,7 +194,6 @@ mod tests {
     fn lists_keep_order_and_unlink_anywhere() {
         let mut t = BlockTable::default();
         let mut l = List::default();
-        let mut lru = List::default();
         let ids: Vec<u32> = (0..5)
             .map(|k| {
                 t.reserve_one().unwrap();
@@ -218,19 +201,19 @@ mod tests {
             })
             .collect();
         for &i in &ids {
-            t.push_back(&mut l, i, Links::Class);
-            t.push_back(&mut lru, i, Links::Lru);
+            t.push_back(&mut l, i);
         }
-        assert_eq!(collect(&t, &l, Links::Class), vec![0, 1, 2, 3, 4]);
-        t.unlink(&mut l, 2, Links::Class);
-        t.unlink(&mut l, 0, Links::Class);
-        t.unlink(&mut l, 4, Links::Class);
-        assert_eq!(collect(&t, &l, Links::Class), vec![1, 3]);
+        assert_eq!(collect(&t, &l), vec![0, 1, 2, 3, 4]);
+        t.unlink(&mut l, 2);
+        t.unlink(&mut l, 0);
+        t.unlink(&mut l, 4);
+        assert_eq!(collect(&t, &l), vec![1, 3]);
         assert_eq!((l.head, l.tail, l.len), (1, 3, 2));
-        // The LRU links are independent of the class links.
-        assert_eq!(collect(&t, &lru, Links::Lru), vec![0, 1, 2, 3, 4]);
-        t.unlink(&mut l, 1, Links::Class);
-        t.unlink(&mut l, 3, Links::Class);
+        t.push_back(&mut l, 0);
+        assert_eq!(collect(&t, &l), vec![1, 3, 0]);
+        t.unlink(&mut l, 0);
+        t.unlink(&mut l, 1);
+        t.unlink(&mut l, 3);
         assert!(l.is_empty());
         assert_eq!((l.head, l.tail), (NIL, NIL));
     }

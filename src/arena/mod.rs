@@ -25,11 +25,11 @@
 mod bitmap;
 pub(crate) mod blocks;
 mod config;
-pub(crate) mod shared;
 mod error;
 mod release;
 mod reserve;
 mod reuse;
+pub(crate) mod shared;
 pub(crate) mod state;
 
 pub use config::ArenaConfig;
@@ -37,7 +37,6 @@ pub use error::AllocError;
 
 use crate::handle::Allocation;
 use crate::stats::ArenaStats;
-use std::sync::Arc;
 
 /// The largest alignment an arena serves (2 MiB, one huge page).
 pub const MAX_ALIGN: usize = 2 << 20;
@@ -70,7 +69,7 @@ macro_rules! arena_face {
         /// arena lives while any handle or any buffer it served is alive.
         #[derive(Clone)]
         pub struct $name {
-            pub(crate) core: Arc<shared::ArenaCore>,
+            pub(crate) core: shared::CoreHandle,
         }
 
         impl Default for $name {
@@ -107,7 +106,7 @@ macro_rules! arena_face {
             /// ```
             pub fn with_config(config: ArenaConfig) -> Self {
                 $name {
-                    core: Arc::new(shared::ArenaCore::new(ArenaKind::$kind, config)),
+                    core: shared::CoreHandle::new(ArenaKind::$kind, config),
                 }
             }
 
@@ -123,7 +122,7 @@ macro_rules! arena_face {
             /// ```
             pub fn allocate(&self, size: usize, align: usize) -> Result<Allocation, AllocError> {
                 let g = self.core.allocate(size, align)?;
-                Ok(Allocation::from_grant(g, size, Arc::clone(&self.core)))
+                Ok(Allocation::from_grant(g, size, self.core.ptr()))
             }
 
             /// A snapshot of this arena's accounting.
@@ -194,7 +193,7 @@ macro_rules! arena_face {
             #[doc = concat!("assert!(!a.same_arena(&warmarena::", stringify!($name), "::new()));")]
             /// ```
             pub fn same_arena(&self, other: &Self) -> bool {
-                Arc::ptr_eq(&self.core, &other.core)
+                self.core.ptr() == other.core.ptr()
             }
         }
     };

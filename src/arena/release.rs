@@ -2,9 +2,10 @@
 //! puts a buffer on its class's warm list (least-recently-freed order); the
 //! retention cap evicts the oldest retained buffers; `trim` releases them all.
 
-use super::blocks::{BlockState, Links, DEDICATED};
+use super::blocks::{BlockState, DEDICATED, NIL};
 use super::state::ArenaState;
 use crate::os::{self, OsCounters};
+use crate::size_class::CLASS_COUNT;
 use core::ptr::NonNull;
 
 impl ArenaState {
@@ -26,9 +27,11 @@ impl ArenaState {
             return true;
         }
         let c = class as usize;
-        self.table.at(i).state = BlockState::Warm;
-        self.table.push_back(&mut self.warm[c], i, Links::Class);
-        self.table.push_back(&mut self.lru, i, Links::Lru);
+        self.clock += 1;
+        let b = self.table.at(i);
+        b.state = BlockState::Warm;
+        b.freed_at = self.clock;
+        self.table.push_back(&mut self.warm[c], i);
         self.bitmap.set(c);
         self.stats.retained_bytes += cap;
         self.stats.retained_buffers += 1;
@@ -47,10 +50,28 @@ impl ArenaState {
         self.stats.mapped_bytes -= map_len;
     }
 
+    /// The least recently freed retained buffer: the oldest of the class
+    /// heads (each class list is in free order). O(classes), and only
+    /// called when something must be evicted.
+    fn least_recently_freed(&self) -> u32 {
+        let mut best = NIL;
+        let mut best_at = u64::MAX;
+        for c in self.bitmap.iter_in(0, CLASS_COUNT - 1) {
+            let i = self.warm[c].head;
+            if let Some(b) = self.table.get(i) {
+                if b.freed_at < best_at {
+                    best_at = b.freed_at;
+                    best = i;
+                }
+            }
+        }
+        best
+    }
+
     /// Evicts least-recently-freed buffers until retained bytes fit the cap.
     pub(crate) fn enforce_cap(&mut self, os: &OsCounters) {
         while self.stats.retained_bytes > self.config.retention_cap {
-            let i = self.lru.head;
+            let i = self.least_recently_freed();
             let cap = self.evict(i, os);
             self.stats.evictions += 1;
             self.stats.evicted_bytes += cap;
@@ -61,11 +82,10 @@ impl ArenaState {
     fn evict(&mut self, i: u32, os: &OsCounters) -> usize {
         let b = *self.table.at(i);
         let c = b.class as usize;
-        self.table.unlink(&mut self.warm[c], i, Links::Class);
+        self.table.unlink(&mut self.warm[c], i);
         if self.warm[c].is_empty() {
             self.bitmap.clear(c);
         }
-        self.table.unlink(&mut self.lru, i, Links::Lru);
         self.stats.retained_bytes -= b.cap;
         self.stats.retained_buffers -= 1;
         if b.map_len > 0 {
@@ -76,7 +96,7 @@ impl ArenaState {
         // with neighbours); it turns cold, and the whole run's pages go back
         // once no block of it is live or warm.
         self.table.at(i).state = BlockState::Cold;
-        self.table.push_back(&mut self.cold[c], i, Links::Class);
+        self.table.push_back(&mut self.cold[c], i);
         let run = &mut self.runs[b.run as usize];
         run.active -= 1;
         if run.active == 0 && run.touched {
@@ -93,8 +113,8 @@ impl ArenaState {
     /// Releases every retained buffer; returns the capacity released.
     pub(crate) fn trim(&mut self, os: &OsCounters) -> usize {
         let mut total = 0;
-        while !self.lru.is_empty() {
-            total += self.evict(self.lru.head, os);
+        while let Some(c) = self.bitmap.first_in(0, CLASS_COUNT - 1) {
+            total += self.evict(self.warm[c].head, os);
         }
         self.stats.trims += 1;
         self.stats.trimmed_bytes += total;

@@ -6,7 +6,7 @@
 //! Every step that can fail (metadata room, the mapping itself) happens before
 //! any state changes, so a refusal leaves the arena exactly as it was.
 
-use super::blocks::{Block, BlockState, Links, DEDICATED, NIL};
+use super::blocks::{Block, BlockState, DEDICATED, NIL};
 use super::error::AllocError;
 use super::state::{ArenaState, Grant, Run};
 use super::{CARVE_LIMIT, MAX_ALIGN, RUN_ALIGN, RUN_LEN};
@@ -60,7 +60,7 @@ impl ArenaState {
         let cap = capacity(class);
         let i = self.cold[class].head;
         if i != NIL {
-            self.table.unlink(&mut self.cold[class], i, Links::Class);
+            self.table.unlink(&mut self.cold[class], i);
             let b = self.table.at(i);
             b.state = BlockState::Live;
             let (addr, run) = (b.addr, b.run);

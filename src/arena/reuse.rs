@@ -1,6 +1,6 @@
 //! The warm path: serve a request from a retained buffer, best fit, O(1).
 
-use super::blocks::{BlockState, Links};
+use super::blocks::BlockState;
 use super::state::{ArenaState, Grant};
 use crate::size_class::{capacity, max_fit_class, Class, MIN_CAPACITY};
 use core::ptr::NonNull;
@@ -22,11 +22,10 @@ impl ArenaState {
                 .find(|&k| capacity(k) % align == 0)?
         };
         let i = self.warm[k].tail;
-        self.table.unlink(&mut self.warm[k], i, Links::Class);
+        self.table.unlink(&mut self.warm[k], i);
         if self.warm[k].is_empty() {
             self.bitmap.clear(k);
         }
-        self.table.unlink(&mut self.lru, i, Links::Lru);
         let b = self.table.at(i);
         b.state = BlockState::Live;
         let (addr, cap) = (b.addr, b.cap);

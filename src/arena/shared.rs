@@ -1,6 +1,13 @@
-//! One arena as shared by its handles and allocations: the state behind a
-//! lock, the OS-call counters beside it, and the validation every request
-//! passes before it touches the state.
+//! One arena as shared by its handles and the buffers it served: the state
+//! behind a lock, the OS-call counters beside it, the validation every request
+//! passes, and the arena's own lifetime.
+//!
+//! Lifetime without a reference count per buffer: the arena's body lives
+//! while any handle exists *or* any buffer it served is live. Handles are
+//! counted atomically; live buffers are already counted under the lock
+//! (`live_buffers`), so a buffer keeps its arena alive at no extra cost. The
+//! last handle marks the arena orphaned; whoever (last handle or last
+//! buffer) sees "orphaned and nothing live" under the lock frees the body.
 
 use super::error::AllocError;
 use super::state::{ArenaState, Grant};
@@ -8,33 +15,25 @@ use super::{ArenaConfig, ArenaKind, MAX_ALIGN};
 use crate::os::OsCounters;
 use crate::size_class::{aligned_size, class_of};
 use crate::stats::ArenaStats;
-use std::sync::{Mutex, MutexGuard};
+use crate::sync::{SpinGuard, SpinLock};
+use core::ptr::NonNull;
+use core::sync::atomic::{fence, AtomicUsize, Ordering};
 
-/// The shared body of an arena. Handles and allocations hold it by `Arc`, so
-/// it lives until the last of them is gone, and then gives every page back.
+/// The shared body of an arena.
 pub(crate) struct ArenaCore {
     pub(crate) kind: ArenaKind,
-    state: Mutex<ArenaState>,
+    handles: AtomicUsize,
+    state: SpinLock<ArenaState>,
     pub(crate) os: OsCounters,
 }
 
 impl ArenaCore {
-    pub(crate) fn new(kind: ArenaKind, config: ArenaConfig) -> Self {
-        ArenaCore {
-            kind,
-            state: Mutex::new(ArenaState::new(config)),
-            os: OsCounters::new(),
-        }
-    }
-
-    /// The state, even if a thread panicked while holding it: every state
-    /// change is completed before anything that could panic, so the data
-    /// behind a poisoned lock is still consistent.
-    pub(crate) fn lock(&self) -> MutexGuard<'_, ArenaState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    pub(crate) fn lock(&self) -> SpinGuard<'_, ArenaState> {
+        self.state.lock()
     }
 
     /// Checks a request and serves it warm if a retained buffer fits, cold otherwise.
+    #[inline]
     pub(crate) fn allocate(&self, size: usize, align: usize) -> Result<Grant, AllocError> {
         if size == 0 {
             return Err(AllocError::ZeroSize);
@@ -60,8 +59,36 @@ impl ArenaCore {
     }
 
     /// Returns a buffer; `false` when `block` is not a live buffer at `addr`.
-    pub(crate) fn free(&self, block: u32, addr: usize) -> bool {
-        self.lock().free(block, addr, &self.os)
+    ///
+    /// # Safety
+    /// `this` must point to a live arena body (one that served the buffer,
+    /// or that a handle keeps alive). When this returns, the body may be
+    /// gone: the caller must not use `this` again unless it holds a handle.
+    pub(crate) unsafe fn free(this: NonNull<ArenaCore>, block: u32, addr: usize) -> bool {
+        let (returned, dead) = {
+            // SAFETY: the caller guarantees `this` is live for this call.
+            let core = unsafe { this.as_ref() };
+            let mut st = core.lock();
+            let returned = st.free(block, addr, &core.os);
+            (returned, st.orphaned && st.stats.live_buffers == 0)
+        };
+        if dead {
+            // SAFETY: no handle and no live buffer remains, and the decision
+            // was taken under the lock, so no one else can reach the body.
+            unsafe { Self::destroy(this) };
+        }
+        returned
+    }
+
+    /// Returns the live buffer that starts at `addr`, found by address;
+    /// `false` (and no change) when there is none. For callers that hold a
+    /// handle, so the body outlives the call.
+    pub(crate) fn free_at(&self, addr: usize) -> bool {
+        let mut st = self.lock();
+        match st.live_block_at(addr) {
+            Some(i) => st.free(i, addr, &self.os),
+            None => false,
+        }
     }
 
     /// The live block starting at `addr` and its capacity.
@@ -89,14 +116,77 @@ impl ArenaCore {
         let mut st = self.lock();
         st.stats.peak_live_bytes = st.stats.live_bytes;
     }
+
+    /// # Safety
+    /// Nothing may reach the body afterwards.
+    unsafe fn destroy(this: NonNull<ArenaCore>) {
+        // SAFETY: the body was made by `Box::into_raw` in `CoreHandle::new`
+        // and the caller guarantees this is its only release.
+        let mut body = unsafe { Box::from_raw(this.as_ptr()) };
+        let os = &body.os as *const OsCounters;
+        // SAFETY: `os` points into `body`, which lives until the end of this scope.
+        body.state.get_mut().release_everything(unsafe { &*os });
+    }
 }
 
-impl Drop for ArenaCore {
+/// A counted reference to an arena body: what `ExecutionArena` and
+/// `IoArena` hold. Cloning is one relaxed atomic increment.
+pub(crate) struct CoreHandle(NonNull<ArenaCore>);
+
+// SAFETY: the body is only reached through `&ArenaCore`, whose mutable parts
+// are behind the spin lock or atomic.
+unsafe impl Send for CoreHandle {}
+// SAFETY: as above.
+unsafe impl Sync for CoreHandle {}
+
+impl CoreHandle {
+    pub(crate) fn new(kind: ArenaKind, config: ArenaConfig) -> Self {
+        let body = Box::new(ArenaCore {
+            kind,
+            handles: AtomicUsize::new(1),
+            state: SpinLock::new(ArenaState::new(config)),
+            os: OsCounters::new(),
+        });
+        // SAFETY: Box::into_raw never returns null.
+        CoreHandle(unsafe { NonNull::new_unchecked(Box::into_raw(body)) })
+    }
+
+    /// The body, for buffers that must find their way back.
+    pub(crate) fn ptr(&self) -> NonNull<ArenaCore> {
+        self.0
+    }
+}
+
+impl core::ops::Deref for CoreHandle {
+    type Target = ArenaCore;
+    fn deref(&self) -> &ArenaCore {
+        // SAFETY: a handle keeps the body alive.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+impl Clone for CoreHandle {
+    fn clone(&self) -> Self {
+        self.handles.fetch_add(1, Ordering::Relaxed);
+        CoreHandle(self.0)
+    }
+}
+
+impl Drop for CoreHandle {
     fn drop(&mut self) {
-        let os = &self.os;
-        self.state
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .release_everything(os);
+        if self.handles.fetch_sub(1, Ordering::Release) != 1 {
+            return;
+        }
+        fence(Ordering::Acquire);
+        let dead = {
+            let mut st = self.lock();
+            st.orphaned = true;
+            st.stats.live_buffers == 0
+        };
+        if dead {
+            // SAFETY: the last handle is going and no buffer is live; the
+            // decision was taken under the lock.
+            unsafe { ArenaCore::destroy(self.0) };
+        }
     }
 }

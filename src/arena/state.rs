@@ -65,13 +65,16 @@ pub(crate) struct ArenaState {
     pub table: BlockTable,
     pub warm: [List; CLASS_COUNT],
     pub cold: [List; CLASS_COUNT],
-    pub lru: List,
+    /// Frees so far: the stamp that orders retained buffers by free time.
+    pub clock: u64,
     pub bitmap: ClassBitmap,
     pub runs: Vec<Run>,
     pub current_run: [u32; CLASS_COUNT],
     pub by_addr: AddrMap,
     pub config: ArenaConfig,
     pub stats: ArenaStats,
+    /// Every handle is gone; the last live buffer frees the arena.
+    pub orphaned: bool,
 }
 
 impl ArenaState {
@@ -80,7 +83,7 @@ impl ArenaState {
             table: BlockTable::default(),
             warm: [List::default(); CLASS_COUNT],
             cold: [List::default(); CLASS_COUNT],
-            lru: List::default(),
+            clock: 0,
             bitmap: ClassBitmap::default(),
             runs: Vec::new(),
             current_run: [NIL; CLASS_COUNT],
@@ -90,6 +93,7 @@ impl ArenaState {
                 retention_cap: config.retention_cap,
                 ..ArenaStats::default()
             },
+            orphaned: false,
         }
     }
 

@@ -1,3 +1,7 @@
 //! The `warmarena` binary's subcommands. The binary's `main` only dispatches here.
 
+pub mod backend;
 pub mod plan;
+pub mod replay;
+pub mod report;
+pub mod trace;

@@ -4,7 +4,6 @@ use crate::arena::shared::ArenaCore;
 use crate::arena::state::Grant;
 use crate::arena::{AllocError, ArenaKind};
 use core::ptr::NonNull;
-use std::sync::Arc;
 
 /// A buffer from an arena, owned by exactly one value.
 ///
@@ -31,17 +30,17 @@ pub struct Allocation {
     block: u32,
     warm: bool,
     fresh: bool,
-    core: Arc<ArenaCore>,
+    core: NonNull<ArenaCore>,
 }
 
 // SAFETY: an Allocation is the unique owner of its bytes (like a Vec<u8>), and
-// its arena core is itself Send + Sync (state behind a Mutex, atomic counters).
+// its arena body is reached only through its lock and atomics.
 unsafe impl Send for Allocation {}
 // SAFETY: shared references only read the bytes or the immutable fields.
 unsafe impl Sync for Allocation {}
 
 impl Allocation {
-    pub(crate) fn from_grant(g: Grant, len: usize, core: Arc<ArenaCore>) -> Self {
+    pub(crate) fn from_grant(g: Grant, len: usize, core: NonNull<ArenaCore>) -> Self {
         Allocation {
             ptr: g.ptr,
             len,
@@ -78,9 +77,15 @@ impl Allocation {
         self.cap
     }
 
+    fn arena(&self) -> &ArenaCore {
+        // SAFETY: a live buffer keeps its arena body alive (it counts as live
+        // under the arena lock until `free`).
+        unsafe { self.core.as_ref() }
+    }
+
     /// Which arena owns the buffer.
     pub fn kind(&self) -> ArenaKind {
-        self.core.kind
+        self.arena().kind
     }
 
     /// Whether the buffer came from retained memory (no system call, no fault).
@@ -144,19 +149,14 @@ impl Allocation {
     pub fn release(self) {
         drop(self)
     }
-
-    pub(crate) fn block(&self) -> u32 {
-        self.block
-    }
-
-    pub(crate) fn core(&self) -> &Arc<ArenaCore> {
-        &self.core
-    }
 }
 
 impl Drop for Allocation {
     fn drop(&mut self) {
-        let returned = self.core.free(self.block, self.ptr.as_ptr() as usize);
+        // SAFETY: the body is alive while this buffer is live; it is not
+        // used after this call.
+        let returned =
+            unsafe { ArenaCore::free(self.core, self.block, self.ptr.as_ptr() as usize) };
         debug_assert!(returned, "a live allocation's block was not live");
     }
 }
@@ -167,7 +167,7 @@ impl core::fmt::Debug for Allocation {
             .field("ptr", &self.ptr)
             .field("len", &self.len)
             .field("capacity", &self.cap)
-            .field("kind", &self.core.kind)
+            .field("kind", &self.kind())
             .finish()
     }
 }

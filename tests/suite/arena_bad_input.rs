@@ -65,7 +65,10 @@ fn above_the_largest_class_is_dedicated_or_refused_cleanly() {
             println!("the OS refused {size} bytes ({e}); checking the arena is untouched");
             assert!(matches!(e, AllocError::OutOfMemory { .. }));
             let s = arena.stats();
-            assert_eq!((s.live_bytes, s.cold_allocations, s.mapped_bytes), (0, 0, 0));
+            assert_eq!(
+                (s.live_bytes, s.cold_allocations, s.mapped_bytes),
+                (0, 0, 0)
+            );
         }
     }
 }
@@ -128,7 +131,11 @@ fn os_refusal_leaves_the_arena_usable() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "child failed: {text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "child failed: {text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(text.contains("CHILD-OK"), "child did not run: {text}");
 }
 

@@ -53,7 +53,9 @@ fn threads_never_share_a_buffer_and_accounting_balances() {
 #[test]
 fn buffers_freed_on_another_thread_return_to_their_arena() {
     let io = IoArena::new();
-    let bufs: Vec<_> = (0..32).map(|i| io.allocate(1000 + i * 100, 8).unwrap()).collect();
+    let bufs: Vec<_> = (0..32)
+        .map(|i| io.allocate(1000 + i * 100, 8).unwrap())
+        .collect();
     std::thread::spawn(move || drop(bufs)).join().unwrap();
     let s = io.stats();
     assert_eq!((s.live_bytes, s.retained_buffers), (0, 32));

@@ -49,8 +49,14 @@ impl Model {
     /// Returns (class served, warm?).
     fn alloc(&mut self, size: usize, align: usize) -> (usize, bool) {
         let c = class_of(aligned_size(size, align).unwrap()).unwrap();
-        let fits = |k: usize| k >= c && k <= max_fit_class(c) && (align <= 16 || capacity(k) % align == 0);
-        let best = self.retained.iter().map(|&(k, _)| k).filter(|&k| fits(k)).min();
+        let fits =
+            |k: usize| k >= c && k <= max_fit_class(c) && (align <= 16 || capacity(k) % align == 0);
+        let best = self
+            .retained
+            .iter()
+            .map(|&(k, _)| k)
+            .filter(|&k| fits(k))
+            .min();
         let served = match best {
             Some(k) => {
                 // The most recently freed buffer of that class.

@@ -62,7 +62,11 @@ fn alignment_is_honoured_warm_and_cold() {
             assert_eq!(a.as_ptr() as usize % align, 0, "size {size} align {align}");
             drop(a);
             let b = arena.allocate(size, align).unwrap();
-            assert_eq!(b.as_ptr() as usize % align, 0, "warm size {size} align {align}");
+            assert_eq!(
+                b.as_ptr() as usize % align,
+                0,
+                "warm size {size} align {align}"
+            );
         }
     }
 }
@@ -107,7 +111,10 @@ fn cap_of_zero_keeps_nothing_and_still_serves() {
     }
     let s = arena.stats();
     assert_eq!(s.retained_bytes, 0);
-    assert_eq!((s.cold_allocations, s.warm_allocations, s.evictions), (3, 0, 3));
+    assert_eq!(
+        (s.cold_allocations, s.warm_allocations, s.evictions),
+        (3, 0, 3)
+    );
     assert_eq!(s.os.unmapped_bytes, 3 * cap_of(200_000) as u64);
 }
 
@@ -192,5 +199,9 @@ fn small_classes_share_runs_and_return_pages_when_idle() {
     // Reusing a trimmed small block is a cold allocation (its pages were released).
     let a = arena.allocate(100, 8).unwrap();
     assert!(!a.served_warm());
-    assert_eq!(arena.stats().os.maps, 1, "the run's address range is reused");
+    assert_eq!(
+        arena.stats().os.maps,
+        1,
+        "the run's address range is reused"
+    );
 }

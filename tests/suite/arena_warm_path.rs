@@ -69,7 +69,11 @@ fn ten_warm_runs_take_no_fault_syscall_or_heap_allocation() {
     assert_eq!(cost.minor_faults, 0, "new page faults on warm runs");
     assert_eq!(cost.major_faults, 0);
     assert_eq!(cost.heap_calls, 0, "heap allocations on warm runs");
-    assert_eq!(after.os.syscalls(), before.os.syscalls(), "system calls on warm runs");
+    assert_eq!(
+        after.os.syscalls(),
+        before.os.syscalls(),
+        "system calls on warm runs"
+    );
     assert_eq!(after.cold_allocations, before.cold_allocations);
     assert_eq!(
         after.warm_allocations - before.warm_allocations,
@@ -118,7 +122,10 @@ fn huge_pages_cut_cold_faults_for_large_classes() {
         let mut a = small_pages.allocate(LEN, 64).unwrap();
         a.as_mut_slice().fill(1);
     });
-    assert!(base_cost.minor_faults >= (LEN / 4096) as u64 / 2, "{base_cost:?}");
+    assert!(
+        base_cost.minor_faults >= (LEN / 4096) as u64 / 2,
+        "{base_cost:?}"
+    );
 
     if !thp_enabled() {
         println!("skipping the huge-page half: transparent huge pages are disabled here");
@@ -140,7 +147,8 @@ fn huge_pages_cut_cold_faults_for_large_classes() {
 
 #[test]
 fn prefault_materializes_pages_before_first_write() {
-    let arena = ExecutionArena::with_config(ArenaConfig::default().prefault(true).huge_pages(false));
+    let arena =
+        ExecutionArena::with_config(ArenaConfig::default().prefault(true).huge_pages(false));
     let mut a = arena.allocate(8 << 20, 64).unwrap();
     assert!(arena.stats().os.prefaults >= 1);
     let (_, cost, source) = measure(|| a.as_mut_slice().fill(3));

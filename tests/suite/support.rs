@@ -92,7 +92,9 @@ pub fn fill(buf: &mut [u8], seed: u64) {
     let mut x = seed | 1;
     for c in &mut chunks {
         c.copy_from_slice(&x.to_le_bytes());
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
     }
     for b in chunks.into_remainder() {
         *b = seed as u8;
@@ -107,7 +109,9 @@ pub fn check(buf: &[u8], seed: u64) -> bool {
         if c != x.to_le_bytes() {
             return false;
         }
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
     }
     chunks.remainder().iter().all(|&b| b == seed as u8)
 }

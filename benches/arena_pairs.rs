@@ -1,0 +1,91 @@
+//! Allocate+free pairs of retained sizes from 64 B to 256 MiB: warmarena
+//! against the system allocator, mimalloc and jemalloc, in one process.
+//!
+//! `cargo bench --bench arena_pairs` (add `-- --quick` for a shorter run).
+//! Two shapes per size: `pair` (allocate, free) and `pair+touch` (allocate,
+//! write one byte per 4 KiB page, free), which shows what each allocator's
+//! way of returning memory costs in page faults.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::hint::black_box;
+use warmarena::ExecutionArena;
+
+const SIZES: &[usize] = &[
+    64,
+    1 << 10,
+    16 << 10,
+    64 << 10,
+    1 << 20,
+    16 << 20,
+    256 << 20,
+];
+
+fn touch(p: *mut u8, len: usize) {
+    let mut off = 0;
+    while off < len {
+        // SAFETY: `off < len` and the caller owns `len` bytes at `p`.
+        unsafe { p.add(off).write_volatile(1) };
+        off += 4096;
+    }
+}
+
+fn peer_pair<A: GlobalAlloc>(a: &A, layout: Layout, touch_pages: bool) {
+    // SAFETY: non-zero layout; the block is freed with the same layout.
+    unsafe {
+        let p = a.alloc(layout);
+        assert!(!p.is_null());
+        if touch_pages {
+            touch(p, layout.size());
+        }
+        a.dealloc(black_box(p), layout);
+    }
+}
+
+fn pairs(c: &mut Criterion) {
+    let arena = ExecutionArena::new();
+    let mi = mimalloc::MiMalloc;
+    let je = tikv_jemallocator::Jemalloc;
+    for touch_pages in [false, true] {
+        let name = if touch_pages { "pair+touch" } else { "pair" };
+        let mut g = c.benchmark_group(name);
+        for &size in SIZES {
+            if touch_pages && size < (64 << 10) {
+                continue;
+            }
+            g.throughput(Throughput::Elements(1));
+            let layout = Layout::from_size_align(size, 64).unwrap();
+            // Warm every allocator's cache for this size first.
+            drop(arena.allocate(size, 64).unwrap());
+            g.bench_with_input(BenchmarkId::new("warmarena", size), &size, |b, &s| {
+                b.iter(|| {
+                    let mut a = arena.allocate(black_box(s), 64).unwrap();
+                    if touch_pages {
+                        touch(a.as_mut_ptr(), s);
+                    }
+                    drop(a)
+                })
+            });
+            g.bench_with_input(BenchmarkId::new("system", size), &layout, |b, &l| {
+                b.iter(|| peer_pair(&System, black_box(l), touch_pages))
+            });
+            g.bench_with_input(BenchmarkId::new("mimalloc", size), &layout, |b, &l| {
+                b.iter(|| peer_pair(&mi, black_box(l), touch_pages))
+            });
+            g.bench_with_input(BenchmarkId::new("jemalloc", size), &layout, |b, &l| {
+                b.iter(|| peer_pair(&je, black_box(l), touch_pages))
+            });
+        }
+        g.finish();
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(std::time::Duration::from_millis(300))
+        .measurement_time(std::time::Duration::from_secs(1))
+        .sample_size(20);
+    targets = pairs
+}
+criterion_main!(benches);
