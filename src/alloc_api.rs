@@ -82,6 +82,7 @@ unsafe fn reallocate(
     let keep = old.size().min(new.size());
     // SAFETY: both buffers hold at least `keep` bytes and are distinct live buffers.
     unsafe { core::ptr::copy_nonoverlapping(ptr.as_ptr(), fresh.cast::<u8>().as_ptr(), keep) };
+    core.note_copy(keep);
     deallocate(core, ptr, old);
     Ok(fresh)
 }
@@ -156,8 +157,13 @@ mod tests {
         v.reserve_exact(24);
         assert_eq!(v.as_ptr(), p);
         v.resize(1024, 1);
+        assert_eq!(arena.stats().copies, 0);
         v.push(2);
         assert_ne!(v.as_ptr(), p);
+        assert_eq!(
+            (arena.stats().copies, arena.stats().copied_bytes),
+            (1, 1024)
+        );
         assert_eq!(v[1023], 1);
         assert_eq!(v[1024], 2);
         drop(v);

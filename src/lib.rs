@@ -13,5 +13,5 @@ pub mod stats;
 mod sync;
 
 pub use arena::{AllocError, ArenaConfig, ArenaKind, ExecutionArena, IoArena};
-pub use handle::Allocation;
+pub use handle::{Allocation, IoLease};
 pub use stats::ArenaStats;

@@ -53,6 +53,11 @@ pub struct ArenaStats {
     pub leased_bytes: usize,
     /// Live leased buffers (each counted once however many clones it has).
     pub leases: usize,
+    /// Payload copies the crate made for this arena's buffers (a grow that
+    /// had to move, a staged input).
+    pub copies: u64,
+    /// Bytes moved by those copies.
+    pub copied_bytes: usize,
     /// Address space currently mapped by the arena (live, retained, and the
     /// untouched tails of small-class runs).
     pub mapped_bytes: usize,

@@ -127,6 +127,11 @@ impl BlockTable {
         self.vacant.push(i);
     }
 
+    /// Slots in use or vacant: the next new block gets this index.
+    pub(crate) fn len(&self) -> usize {
+        self.blocks.len()
+    }
+
     pub(crate) fn get(&self, i: u32) -> Option<&Block> {
         self.blocks.get(i as usize)
     }

@@ -26,6 +26,7 @@ mod bitmap;
 pub(crate) mod blocks;
 mod config;
 mod error;
+pub(crate) mod pins;
 mod release;
 mod reserve;
 mod reuse;
@@ -35,7 +36,6 @@ pub(crate) mod state;
 pub use config::ArenaConfig;
 pub use error::AllocError;
 
-use crate::handle::Allocation;
 use crate::stats::ArenaStats;
 
 /// The largest alignment an arena serves (2 MiB, one huge page).
@@ -108,21 +108,6 @@ macro_rules! arena_face {
                 $name {
                     core: shared::CoreHandle::new(ArenaKind::$kind, config),
                 }
-            }
-
-            /// A buffer of at least `size` bytes aligned to `align` (a power
-            /// of two up to [`MAX_ALIGN`]). Retained memory is used when a
-            /// class that fits has some; otherwise fresh pages.
-            ///
-            /// ```
-            #[doc = concat!("let arena = warmarena::", stringify!($name), "::new();")]
-            /// let mut a = arena.allocate(1000, 64).unwrap();
-            /// assert!(a.capacity() >= 1000 && a.as_ptr() as usize % 64 == 0);
-            /// a.as_mut_slice()[999] = 7;
-            /// ```
-            pub fn allocate(&self, size: usize, align: usize) -> Result<Allocation, AllocError> {
-                let g = self.core.allocate(size, align)?;
-                Ok(Allocation::from_grant(g, size, self.core.ptr()))
             }
 
             /// A snapshot of this arena's accounting.

@@ -35,6 +35,9 @@ impl ArenaState {
 
     fn room_for_one_block(&mut self, size: usize) -> Result<(), AllocError> {
         self.table.reserve_one().map_err(|_| NO_ROOM(size))?;
+        self.pins
+            .ensure(self.table.len() + 1)
+            .map_err(|_| NO_ROOM(size))?;
         self.by_addr.try_reserve(1).map_err(|_| NO_ROOM(size))
     }
 

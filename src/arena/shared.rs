@@ -9,7 +9,9 @@
 //! last handle marks the arena orphaned; whoever (last handle or last
 //! buffer) sees "orphaned and nothing live" under the lock frees the body.
 
+use super::blocks::BlockState;
 use super::error::AllocError;
+use super::pins::{PinInfo, PinRecord};
 use super::state::{ArenaState, Grant};
 use super::{ArenaConfig, ArenaKind, MAX_ALIGN};
 use crate::os::OsCounters;
@@ -80,6 +82,78 @@ impl ArenaCore {
         returned
     }
 
+    /// Pins live block `block` (at `addr`, logical length `len`) for shared
+    /// ownership: its record gets one owner and the buffer counts as leased.
+    /// `None` if the block is not live at `addr` or is pinned already.
+    ///
+    /// Takes the body as the pointer the arena was made with (not a
+    /// reference), because the last owner may free the body through it.
+    ///
+    /// # Safety
+    /// `this` must point to a live arena body.
+    pub(crate) unsafe fn pin(
+        this: NonNull<ArenaCore>,
+        block: u32,
+        addr: usize,
+        len: usize,
+    ) -> Option<NonNull<PinRecord>> {
+        // SAFETY: the caller guarantees the body is alive.
+        let core = unsafe { this.as_ref() };
+        let mut st = core.lock();
+        let b = *st.table.get(block)?;
+        if b.state != BlockState::Live || b.addr != addr {
+            return None;
+        }
+        let rec = st.pins.record(block)?;
+        // SAFETY: records live as long as the arena; this one is only
+        // touched under the lock while unpinned.
+        let r = unsafe { rec.as_ref() };
+        if r.refs.load(Ordering::Relaxed) != 0 {
+            return None;
+        }
+        // SAFETY: unpinned, under the lock, block live.
+        unsafe {
+            r.set_info(PinInfo {
+                core: this.as_ptr(),
+                addr,
+                len,
+                cap: b.cap,
+                block,
+            })
+        };
+        r.refs.store(1, Ordering::Relaxed);
+        st.stats.leased_bytes += b.cap;
+        st.stats.leases += 1;
+        Some(rec)
+    }
+
+    /// The last owner of a pinned buffer lets go: the buffer is unpinned
+    /// and returned to the arena (which may then go away).
+    ///
+    /// # Safety
+    /// `rec` must be a pinned record whose count just dropped to zero, and
+    /// nothing may use it (or its arena, without a handle) afterwards.
+    pub(crate) unsafe fn unpin_and_free(rec: NonNull<PinRecord>) {
+        // SAFETY: the record was pinned; its info is stable until now.
+        let info = unsafe { rec.as_ref().info() };
+        // SAFETY: a pinned buffer is live, so its arena body is alive.
+        let this = unsafe { NonNull::new_unchecked(info.core) };
+        let dead = {
+            // SAFETY: as above.
+            let core = unsafe { this.as_ref() };
+            let mut st = core.lock();
+            st.stats.leased_bytes -= info.cap;
+            st.stats.leases -= 1;
+            let freed = st.free(info.block, info.addr, &core.os);
+            debug_assert!(freed, "a pinned block was not live");
+            st.orphaned && st.stats.live_buffers == 0
+        };
+        if dead {
+            // SAFETY: no handle and no live buffer remains; decided under the lock.
+            unsafe { Self::destroy(this) };
+        }
+    }
+
     /// Returns the live buffer that starts at `addr`, found by address;
     /// `false` (and no change) when there is none. For callers that hold a
     /// handle, so the body outlives the call.
@@ -96,6 +170,13 @@ impl ArenaCore {
         let st = self.lock();
         let i = st.live_block_at(addr)?;
         Some((i, st.table.get(i)?.cap))
+    }
+
+    /// Records a payload copy of `bytes` into or out of this arena's memory.
+    pub(crate) fn note_copy(&self, bytes: usize) {
+        let mut st = self.lock();
+        st.stats.copies += 1;
+        st.stats.copied_bytes += bytes;
     }
 
     pub(crate) fn stats(&self) -> ArenaStats {

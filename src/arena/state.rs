@@ -6,6 +6,7 @@
 use super::bitmap::ClassBitmap;
 use super::blocks::{BlockState, BlockTable, List, NIL};
 use super::config::ArenaConfig;
+use super::pins::PinTable;
 use crate::os::{self, OsCounters};
 use crate::size_class::CLASS_COUNT;
 use crate::stats::ArenaStats;
@@ -71,6 +72,7 @@ pub(crate) struct ArenaState {
     pub runs: Vec<Run>,
     pub current_run: [u32; CLASS_COUNT],
     pub by_addr: AddrMap,
+    pub pins: PinTable,
     pub config: ArenaConfig,
     pub stats: ArenaStats,
     /// Every handle is gone; the last live buffer frees the arena.
@@ -88,6 +90,7 @@ impl ArenaState {
             runs: Vec::new(),
             current_run: [NIL; CLASS_COUNT],
             by_addr: AddrMap::default(),
+            pins: PinTable::default(),
             config,
             stats: ArenaStats {
                 retention_cap: config.retention_cap,

@@ -139,6 +139,11 @@ impl Allocation {
         Ok(())
     }
 
+    /// The arena body, block index, address and length, for the handle layer.
+    pub(crate) fn parts(&self) -> (NonNull<ArenaCore>, u32, usize, usize) {
+        (self.core, self.block, self.ptr.as_ptr() as usize, self.len)
+    }
+
     /// Returns the buffer to its arena now (the same as dropping it).
     ///
     /// ```
@@ -171,3 +176,29 @@ impl core::fmt::Debug for Allocation {
             .finish()
     }
 }
+
+macro_rules! allocate_for {
+    ($name:ident) => {
+        impl crate::arena::$name {
+            /// A buffer of at least `size` bytes aligned to `align` (a power
+            /// of two up to [`MAX_ALIGN`](crate::arena::MAX_ALIGN)), owned by
+            /// the returned [`Allocation`]. Retained memory is used when a
+            /// class that fits has some; otherwise fresh pages. Bad input gets
+            /// a typed error and leaves the arena as it was.
+            ///
+            /// ```
+            #[doc = concat!("let arena = warmarena::", stringify!($name), "::new();")]
+            /// let mut a = arena.allocate(1000, 64).unwrap();
+            /// assert!(a.capacity() >= 1000 && a.as_ptr() as usize % 64 == 0);
+            /// a.as_mut_slice()[999] = 7;
+            /// ```
+            pub fn allocate(&self, size: usize, align: usize) -> Result<Allocation, AllocError> {
+                let g = self.core.allocate(size, align)?;
+                Ok(Allocation::from_grant(g, size, self.core.ptr()))
+            }
+        }
+    };
+}
+
+allocate_for!(ExecutionArena);
+allocate_for!(IoArena);

@@ -1,6 +1,14 @@
 //! Ownership of buffers once they leave an arena: [`Allocation`], the
-//! move-only owner that returns its buffer exactly once.
+//! move-only owner that returns its buffer exactly once; [`IoLease`], the
+//! shared owner of an exported output that pins its buffer and keeps its
+//! arena alive; raw and DLPack export for foreign owners; and [`Memory`],
+//! what holds one value of a run (owned, leased, or a caller's borrowed bytes).
 
 mod allocation;
+pub mod dlpack;
+mod lease;
+mod memory;
 
 pub use allocation::Allocation;
+pub use lease::{warmarena_lease_release, warmarena_lease_retain, IoLease};
+pub use memory::Memory;

@@ -11,6 +11,10 @@ mod arena_concurrency;
 mod arena_model;
 mod arena_policy;
 mod arena_warm_path;
+mod dlpack_c;
+mod handle_model;
+mod handle_rules;
+mod handle_warm_path;
 
 #[global_allocator]
 static COUNTING: support::CountingAlloc = support::CountingAlloc;
