@@ -15,6 +15,10 @@ mod dlpack_c;
 mod handle_model;
 mod handle_rules;
 mod handle_warm_path;
+mod session_graph_errors;
+mod session_net;
+mod session_routing;
+mod session_rules;
 
 #[global_allocator]
 static COUNTING: support::CountingAlloc = support::CountingAlloc;

@@ -1,0 +1,334 @@
+//! [`RunContext`]: the per-run state kernels allocate through.
+
+use super::router::{NodeId, Session, Target, ValueId};
+use crate::arena::ArenaKind;
+use crate::handle::Memory;
+use crate::{AllocError, Allocation, IoLease};
+
+/// Why a run-context call was refused. The context is unchanged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionError {
+    /// No node with this index.
+    UnknownNode(NodeId),
+    /// No value with this name.
+    UnknownValue(String),
+    /// The node has no such output (or input) slot.
+    NoSuchSlot {
+        /// The node.
+        node: String,
+        /// The slot asked for.
+        slot: usize,
+    },
+    /// The value is not a graph input (for `borrow_input`/`stage_input`).
+    NotAnInput(String),
+    /// The value is not a declared graph output (for `take_output`).
+    NotAnOutput(String),
+    /// The value already holds memory in this run.
+    AlreadySet(String),
+    /// The value holds no memory (not produced yet, freed, or taken).
+    NotSet(String),
+    /// A committed buffer is not from the arena that backs the slot.
+    WrongArena {
+        /// The value.
+        value: String,
+        /// The arena the slot is routed to.
+        expected: Option<ArenaKind>,
+    },
+    /// The arena refused the allocation.
+    Alloc(AllocError),
+}
+
+impl core::fmt::Display for SessionError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            SessionError::UnknownNode(n) => write!(f, "no node {n}"),
+            SessionError::UnknownValue(v) => write!(f, "no value `{v}`"),
+            SessionError::NoSuchSlot { node, slot } => {
+                write!(f, "node `{node}` has no slot {slot}")
+            }
+            SessionError::NotAnInput(v) => write!(f, "`{v}` is not a graph input"),
+            SessionError::NotAnOutput(v) => write!(f, "`{v}` is not a declared graph output"),
+            SessionError::AlreadySet(v) => write!(f, "`{v}` already holds memory in this run"),
+            SessionError::NotSet(v) => write!(f, "`{v}` holds no memory"),
+            SessionError::WrongArena { value, expected } => {
+                write!(
+                    f,
+                    "buffer for `{value}` is not from its arena ({expected:?})"
+                )
+            }
+            SessionError::Alloc(e) => write!(f, "allocation refused: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SessionError {}
+
+impl From<AllocError> for SessionError {
+    fn from(e: AllocError) -> Self {
+        SessionError::Alloc(e)
+    }
+}
+
+/// The memory of one run: reusable across runs. `'i` is the lifetime of
+/// the caller's borrowed inputs.
+///
+/// A kernel asks for its outputs by slot ([`output`](Self::output)), never
+/// by role, writes them, and hands them back ([`commit`](Self::commit)); it
+/// reads inputs with [`input`](Self::input) and takes workspaces with
+/// [`temporary`](Self::temporary). [`finish`](Self::finish) frees every
+/// value whose last use was that node, so live memory follows the graph's
+/// concurrent live set.
+///
+/// ```
+/// use warmarena::session::{GraphSpec, RunContext, Session};
+/// use warmarena::{ExecutionArena, IoArena};
+/// let g = GraphSpec::new().input("x").node("inc", &["x"], &["t"]).node("dbl", &["t"], &["y"]).output("y");
+/// let s = Session::new(&g, ExecutionArena::new(), IoArena::new()).unwrap();
+/// let x = [1u8, 2, 3];
+/// let mut ctx = RunContext::new(&s);
+/// ctx.borrow_input("x", &x).unwrap();
+/// for (node, f) in [(0, (|b: u8| b + 1) as fn(u8) -> u8), (1, |b| b * 2)] {
+///     let mut out = ctx.output(node, 0, 3, 1).unwrap();
+///     for (o, i) in out.as_mut_slice().iter_mut().zip(ctx.input(node, 0).unwrap()) {
+///         *o = f(*i);
+///     }
+///     ctx.commit(node, 0, out).unwrap();
+///     ctx.finish(node).unwrap();
+/// }
+/// let y = ctx.take_output("y").unwrap();
+/// assert_eq!(y.as_slice(), &[4, 6, 8]);
+/// ```
+pub struct RunContext<'s, 'i> {
+    session: &'s Session,
+    values: Vec<Option<Memory<'i>>>,
+}
+
+impl<'s, 'i> RunContext<'s, 'i> {
+    /// An empty context for runs of `session`.
+    pub fn new(session: &'s Session) -> Self {
+        RunContext {
+            session,
+            values: (0..session.names.len()).map(|_| None).collect(),
+        }
+    }
+
+    fn slot_value(&self, node: NodeId, slot: usize) -> Result<ValueId, SessionError> {
+        let n = self
+            .session
+            .nodes
+            .get(node)
+            .ok_or(SessionError::UnknownNode(node))?;
+        n.outputs
+            .get(slot)
+            .copied()
+            .ok_or_else(|| SessionError::NoSuchSlot {
+                node: n.name.clone(),
+                slot,
+            })
+    }
+
+    fn value_named(&self, name: &str) -> Result<ValueId, SessionError> {
+        self.session
+            .value_id(name)
+            .ok_or_else(|| SessionError::UnknownValue(name.to_string()))
+    }
+
+    fn name(&self, v: ValueId) -> String {
+        self.session.names[v].clone()
+    }
+
+    /// Memory for output slot `slot` of `node`, from the arena the session
+    /// routed that slot to. Write it, then [`commit`](Self::commit) it.
+    pub fn output(
+        &self,
+        node: NodeId,
+        slot: usize,
+        bytes: usize,
+        align: usize,
+    ) -> Result<Allocation, SessionError> {
+        let v = self.slot_value(node, slot)?;
+        match &self.session.targets[v] {
+            Target::Execution(a) => Ok(a.allocate(bytes, align)?),
+            Target::Io(a) => Ok(a.allocate(bytes, align)?),
+            Target::Input => Err(SessionError::NotAnOutput(self.name(v))),
+        }
+    }
+
+    /// A kernel workspace: always execution memory, also inside a node that
+    /// writes a declared output. Dropped by the kernel when done.
+    pub fn temporary(&self, bytes: usize, align: usize) -> Result<Allocation, SessionError> {
+        Ok(self.session.exec.allocate(bytes, align)?)
+    }
+
+    /// Stores a written output as the value of (`node`, `slot`). The buffer
+    /// must come from the slot's arena (no migration copy is ever made).
+    pub fn commit(
+        &mut self,
+        node: NodeId,
+        slot: usize,
+        buf: Allocation,
+    ) -> Result<(), SessionError> {
+        let v = self.slot_value(node, slot)?;
+        let target = &self.session.targets[v];
+        if target.core() != Some(buf.parts().0) {
+            return Err(SessionError::WrongArena {
+                value: self.name(v),
+                expected: target.kind(),
+            });
+        }
+        if self.values[v].is_some() {
+            return Err(SessionError::AlreadySet(self.name(v)));
+        }
+        self.values[v] = Some(Memory::Owned(buf));
+        Ok(())
+    }
+
+    /// The bytes of input slot `slot` of `node`.
+    pub fn input(&self, node: NodeId, slot: usize) -> Result<&[u8], SessionError> {
+        let n = self
+            .session
+            .nodes
+            .get(node)
+            .ok_or(SessionError::UnknownNode(node))?;
+        let v = *n.inputs.get(slot).ok_or_else(|| SessionError::NoSuchSlot {
+            node: n.name.clone(),
+            slot,
+        })?;
+        self.values[v]
+            .as_ref()
+            .map(Memory::as_slice)
+            .ok_or_else(|| SessionError::NotSet(self.name(v)))
+    }
+
+    /// The memory behind value `name`, if it holds some.
+    pub fn value(&self, name: &str) -> Option<&Memory<'i>> {
+        self.values.get(self.session.value_id(name)?)?.as_ref()
+    }
+
+    fn input_slot(&self, name: &str) -> Result<ValueId, SessionError> {
+        let v = self.value_named(name)?;
+        if !self.session.is_input[v] {
+            return Err(SessionError::NotAnInput(name.to_string()));
+        }
+        if self.values[v].is_some() {
+            return Err(SessionError::AlreadySet(name.to_string()));
+        }
+        Ok(v)
+    }
+
+    /// Uses the caller's bytes as graph input `name` for this run: no
+    /// allocation, no copy, and the bytes never enter a free list.
+    pub fn borrow_input(&mut self, name: &str, bytes: &'i [u8]) -> Result<(), SessionError> {
+        let v = self.input_slot(name)?;
+        self.values[v] = Some(Memory::Borrowed(bytes));
+        Ok(())
+    }
+
+    /// Copies the caller's bytes into the I/O arena as graph input `name`
+    /// (for inputs that cannot be borrowed: unaligned, non-contiguous, or
+    /// not outliving the run). The copy is counted in the arena's stats.
+    pub fn stage_input(
+        &mut self,
+        name: &str,
+        bytes: &[u8],
+        align: usize,
+    ) -> Result<(), SessionError> {
+        self.stage_input_with(name, bytes.len(), align, |dst| dst.copy_from_slice(bytes))
+    }
+
+    /// Stages graph input `name` as `len` bytes of the I/O arena written by
+    /// `convert` (a copy or a conversion). Counted as one payload copy.
+    pub fn stage_input_with(
+        &mut self,
+        name: &str,
+        len: usize,
+        align: usize,
+        convert: impl FnOnce(&mut [u8]),
+    ) -> Result<(), SessionError> {
+        let v = self.input_slot(name)?;
+        let mut buf = self.session.io.allocate(len, align)?;
+        convert(buf.as_mut_slice());
+        self.session.io.core.note_copy(len);
+        self.values[v] = Some(Memory::Owned(buf));
+        Ok(())
+    }
+
+    /// Marks `node` done: frees every value whose last use was `node`.
+    pub fn finish(&mut self, node: NodeId) -> Result<(), SessionError> {
+        let n = self
+            .session
+            .nodes
+            .get(node)
+            .ok_or(SessionError::UnknownNode(node))?;
+        for &v in &n.frees {
+            self.values[v] = None;
+        }
+        Ok(())
+    }
+
+    /// Exports declared output `name` as a lease, without copying. An
+    /// output routed to an execution arena (a subgraph's output that its
+    /// parent keeps internal) cannot be leased: use [`take_value`](Self::take_value).
+    pub fn take_output(&mut self, name: &str) -> Result<IoLease, SessionError> {
+        let v = self.value_named(name)?;
+        if !self.session.is_output[v] {
+            return Err(SessionError::NotAnOutput(name.to_string()));
+        }
+        match self.values[v].take() {
+            Some(Memory::Owned(a)) => match a.into_lease() {
+                Ok(l) => Ok(l),
+                Err(a) => {
+                    self.values[v] = Some(Memory::Owned(a));
+                    Err(SessionError::WrongArena {
+                        value: name.to_string(),
+                        expected: Some(ArenaKind::Io),
+                    })
+                }
+            },
+            Some(Memory::Leased(l)) => Ok(l),
+            other => {
+                self.values[v] = other;
+                Err(SessionError::NotSet(name.to_string()))
+            }
+        }
+    }
+
+    /// Moves declared output `name` out as an owned allocation — how a
+    /// subgraph's output crosses back to its parent (which commits it to
+    /// the parent node's slot, from the same arena: no copy).
+    pub fn take_value(&mut self, name: &str) -> Result<Allocation, SessionError> {
+        let v = self.value_named(name)?;
+        if !self.session.is_output[v] {
+            return Err(SessionError::NotAnOutput(name.to_string()));
+        }
+        match self.values[v].take() {
+            Some(Memory::Owned(a)) => Ok(a),
+            other => {
+                self.values[v] = other;
+                Err(SessionError::NotSet(name.to_string()))
+            }
+        }
+    }
+
+    /// Drops every value of the run; the arenas keep their retained memory
+    /// and exported outputs stay valid.
+    pub fn clear(&mut self) {
+        for v in &mut self.values {
+            *v = None;
+        }
+    }
+
+    /// Clears the context and reuses it for a run whose borrowed inputs
+    /// have another lifetime; the value table is reused in place.
+    pub fn recycle<'j>(mut self) -> RunContext<'s, 'j> {
+        self.clear();
+        let session = self.session;
+        let values: Vec<Option<Memory<'j>>> = self.values.into_iter().map(|_| None).collect();
+        RunContext { session, values }
+    }
+
+    /// The session this context runs.
+    pub fn session(&self) -> &'s Session {
+        self.session
+    }
+}

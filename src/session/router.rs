@@ -1,0 +1,252 @@
+//! [`Session`]: a validated graph compiled into what each run needs — the
+//! arena that backs every (node, output slot), and the values each node's
+//! completion frees — plus the arenas themselves, which outlive every run.
+
+use super::graph::{GraphError, GraphSpec};
+use crate::arena::shared::ArenaCore;
+use crate::arena::ArenaKind;
+use crate::{ExecutionArena, IoArena};
+use core::ptr::NonNull;
+use std::collections::HashMap;
+
+/// Index of a node in execution order.
+pub type NodeId = usize;
+/// Index of a value in the session's value table.
+pub type ValueId = usize;
+
+/// Where a value's memory comes from.
+#[derive(Clone)]
+pub(crate) enum Target {
+    /// Provided by the caller (borrowed or staged).
+    Input,
+    /// An execution arena.
+    Execution(ExecutionArena),
+    /// An I/O arena.
+    Io(IoArena),
+}
+
+impl Target {
+    pub(crate) fn kind(&self) -> Option<ArenaKind> {
+        match self {
+            Target::Input => None,
+            Target::Execution(_) => Some(ArenaKind::Execution),
+            Target::Io(_) => Some(ArenaKind::Io),
+        }
+    }
+
+    pub(crate) fn core(&self) -> Option<NonNull<ArenaCore>> {
+        match self {
+            Target::Input => None,
+            Target::Execution(a) => Some(a.core.ptr()),
+            Target::Io(a) => Some(a.core.ptr()),
+        }
+    }
+}
+
+pub(crate) struct NodeInfo {
+    pub name: String,
+    pub inputs: Vec<ValueId>,
+    pub outputs: Vec<ValueId>,
+    /// Values whose last use is this node: freed by `finish`.
+    pub frees: Vec<ValueId>,
+}
+
+/// A graph compiled for running: each (node, output slot) mapped to its
+/// arena before any run, and each intermediate's last use. Sessions share
+/// arenas: several sessions may draw from one `ExecutionArena`/`IoArena`
+/// pair, and the arenas outlive every run.
+///
+/// ```
+/// use warmarena::session::{GraphSpec, Session};
+/// use warmarena::{ArenaKind, ExecutionArena, IoArena};
+/// let g = GraphSpec::new().input("x").node("f", &["x"], &["y", "t"]).node("g", &["t"], &["z"]).output("y").output("z");
+/// let s = Session::new(&g, ExecutionArena::new(), IoArena::new()).unwrap();
+/// let f = s.node_id("f").unwrap();
+/// assert_eq!(s.slot_role(f, 0), Some(ArenaKind::Io));
+/// assert_eq!(s.slot_role(f, 1), Some(ArenaKind::Execution));
+/// ```
+pub struct Session {
+    pub(crate) exec: ExecutionArena,
+    pub(crate) io: IoArena,
+    pub(crate) names: Vec<String>,
+    pub(crate) by_name: HashMap<String, ValueId>,
+    pub(crate) nodes: Vec<NodeInfo>,
+    pub(crate) targets: Vec<Target>,
+    pub(crate) is_output: Vec<bool>,
+    pub(crate) is_input: Vec<bool>,
+    /// For each value, the last node that reads it (or its producer).
+    pub(crate) last_use: Vec<Option<NodeId>>,
+}
+
+impl core::fmt::Debug for Session {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Session")
+            .field("nodes", &self.nodes.len())
+            .field("values", &self.names.len())
+            .finish()
+    }
+}
+
+impl Session {
+    /// Validates `graph` and records, before any run, the arena of every
+    /// (node, output slot): the I/O arena for declared graph outputs, the
+    /// execution arena otherwise.
+    pub fn new(
+        graph: &GraphSpec,
+        exec: ExecutionArena,
+        io: IoArena,
+    ) -> Result<Session, GraphError> {
+        Self::build(graph, exec, io, &[])
+    }
+
+    /// Compiles a subgraph (an If/Loop body, a function) that runs inside
+    /// node `parent_node` of this session. Its internal values use `exec`,
+    /// its own execution arena; its declared outputs, which become the
+    /// parent node's outputs in order, are allocated where the parent
+    /// routes that slot — so a value crossing back needs no copy.
+    ///
+    /// ```
+    /// use warmarena::session::{GraphSpec, Session};
+    /// use warmarena::{ArenaKind, ExecutionArena, IoArena};
+    /// let outer = GraphSpec::new().input("x").node("loop", &["x"], &["y"]).output("y");
+    /// let s = Session::new(&outer, ExecutionArena::new(), IoArena::new()).unwrap();
+    /// let body = GraphSpec::new().input("xb").node("a", &["xb"], &["t"]).node("b", &["t"], &["yb"]).output("yb");
+    /// let child = s.subgraph(s.node_id("loop").unwrap(), &body, ExecutionArena::new()).unwrap();
+    /// assert_eq!(child.slot_role(child.node_id("b").unwrap(), 0), Some(ArenaKind::Io));
+    /// assert_eq!(child.slot_role(child.node_id("a").unwrap(), 0), Some(ArenaKind::Execution));
+    /// ```
+    pub fn subgraph(
+        &self,
+        parent_node: NodeId,
+        body: &GraphSpec,
+        exec: ExecutionArena,
+    ) -> Result<Session, GraphError> {
+        let outer: Vec<Target> = self
+            .nodes
+            .get(parent_node)
+            .map(|n| n.outputs.iter().map(|&v| self.targets[v].clone()).collect())
+            .unwrap_or_default();
+        Self::build(body, exec, self.io.clone(), &outer)
+    }
+
+    fn build(
+        graph: &GraphSpec,
+        exec: ExecutionArena,
+        io: IoArena,
+        outer: &[Target],
+    ) -> Result<Session, GraphError> {
+        graph.validate()?;
+        let mut names: Vec<String> = Vec::new();
+        let mut by_name: HashMap<String, ValueId> = HashMap::new();
+        let mut id = |n: &str, names: &mut Vec<String>| -> ValueId {
+            *by_name.entry(n.to_string()).or_insert_with(|| {
+                names.push(n.to_string());
+                names.len() - 1
+            })
+        };
+        for i in &graph.inputs {
+            id(i, &mut names);
+        }
+        let mut nodes = Vec::with_capacity(graph.nodes.len());
+        for n in &graph.nodes {
+            let inputs = n.inputs.iter().map(|v| id(v, &mut names)).collect();
+            let outputs = n.outputs.iter().map(|v| id(v, &mut names)).collect();
+            nodes.push(NodeInfo {
+                name: n.name.clone(),
+                inputs,
+                outputs,
+                frees: Vec::new(),
+            });
+        }
+        let count = names.len();
+        let mut is_output = vec![false; count];
+        let mut is_input = vec![false; count];
+        for i in &graph.inputs {
+            is_input[by_name[i.as_str()]] = true;
+        }
+        let mut targets: Vec<Target> = (0..count)
+            .map(|v| {
+                if is_input[v] {
+                    Target::Input
+                } else {
+                    Target::Execution(exec.clone())
+                }
+            })
+            .collect();
+        for (k, o) in graph.outputs.iter().enumerate() {
+            let v = by_name[o.as_str()];
+            is_output[v] = true;
+            targets[v] = match outer.get(k) {
+                Some(t) => t.clone(),
+                None => Target::Io(io.clone()),
+            };
+        }
+        let mut last_use: Vec<Option<NodeId>> = vec![None; count];
+        for (k, n) in nodes.iter().enumerate() {
+            for &v in n.outputs.iter().chain(n.inputs.iter()) {
+                last_use[v] = Some(k);
+            }
+        }
+        for v in 0..count {
+            if is_output[v] {
+                continue;
+            }
+            if let Some(k) = last_use[v] {
+                nodes[k].frees.push(v);
+            }
+        }
+        Ok(Session {
+            exec,
+            io,
+            names,
+            by_name,
+            nodes,
+            targets,
+            is_output,
+            is_input,
+            last_use,
+        })
+    }
+
+    /// The node called `name`.
+    pub fn node_id(&self, name: &str) -> Option<NodeId> {
+        self.nodes.iter().position(|n| n.name == name)
+    }
+
+    /// The value called `name`.
+    pub fn value_id(&self, name: &str) -> Option<ValueId> {
+        self.by_name.get(name).copied()
+    }
+
+    /// The arena that backs output slot `slot` of `node` (`None` for a
+    /// slot that does not exist).
+    pub fn slot_role(&self, node: NodeId, slot: usize) -> Option<ArenaKind> {
+        let v = *self.nodes.get(node)?.outputs.get(slot)?;
+        self.targets[v].kind()
+    }
+
+    /// The last node that uses value `name` (reads it, or produces it if
+    /// nothing reads it); `None` for declared outputs, which live until taken.
+    pub fn last_use(&self, name: &str) -> Option<NodeId> {
+        let v = self.value_id(name)?;
+        if self.is_output[v] {
+            return None;
+        }
+        self.last_use[v]
+    }
+
+    /// Nodes in execution order.
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// The session's execution arena.
+    pub fn execution_arena(&self) -> &ExecutionArena {
+        &self.exec
+    }
+
+    /// The session's I/O arena.
+    pub fn io_arena(&self) -> &IoArena {
+        &self.io
+    }
+}
