@@ -4,4 +4,6 @@ pub mod backend;
 pub mod plan;
 pub mod replay;
 pub mod report;
+pub mod scenario;
 pub mod trace;
+pub mod workload;

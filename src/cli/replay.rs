@@ -1,35 +1,37 @@
-//! Replays a trace on a back end as one run, the way kernels would: at each
-//! step, free the buffers whose range ended, then allocate the buffers born
-//! there and write every byte.
+//! A trace turned into per-step event lists, built once before any run so
+//! the runs themselves do no bookkeeping allocation.
 
-use super::backend::Backend;
 use super::trace::Trace;
-use crate::faults::FaultCounter;
-use std::time::Instant;
 
-/// A trace turned into per-step event lists, built once before any run so
-/// the runs themselves do no bookkeeping allocation.
+/// Per-step frees and allocations of a trace. Buffers live until the last
+/// step are the run's outputs: they are never freed by the run itself.
 pub struct Schedule {
     sizes: Vec<usize>,
-    /// For each step: buffers freed, then buffers allocated.
+    outputs: Vec<bool>,
     steps: Vec<(Vec<u32>, Vec<u32>)>,
 }
 
 impl Schedule {
-    /// Builds the schedule; sizes are multiplied by `batch`.
-    pub fn new(trace: &Trace, batch: usize) -> Schedule {
-        let n_steps = trace.buffers.iter().map(|b| b.upper).max().unwrap_or(0) + 1;
-        let mut steps = vec![(Vec::new(), Vec::new()); n_steps];
+    /// Builds the schedule; sizes are multiplied by `batch` (then by `scale`).
+    pub fn new(trace: &Trace, batch: usize, scale: f64) -> Schedule {
+        let end = trace.buffers.iter().map(|b| b.upper).max().unwrap_or(0);
+        let mut steps = vec![(Vec::new(), Vec::new()); end + 1];
+        let mut outputs = Vec::with_capacity(trace.buffers.len());
         for (i, b) in trace.buffers.iter().enumerate() {
             steps[b.lower].1.push(i as u32);
-            steps[b.upper].0.push(i as u32);
+            let out = b.upper == end;
+            if !out {
+                steps[b.upper].0.push(i as u32);
+            }
+            outputs.push(out);
         }
         Schedule {
             sizes: trace
                 .buffers
                 .iter()
-                .map(|b| b.size * batch.max(1))
+                .map(|b| (((b.size * batch.max(1)) as f64 * scale) as usize).max(1))
                 .collect(),
+            outputs,
             steps,
         }
     }
@@ -43,68 +45,39 @@ impl Schedule {
     pub fn is_empty(&self) -> bool {
         self.sizes.is_empty()
     }
-}
 
-/// What one run cost.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RunCost {
-    /// New minor page faults of the running thread.
-    pub minor_faults: u64,
-    /// Wall time in nanoseconds.
-    pub nanos: u64,
-    /// System calls, where the back end counts them.
-    pub syscalls: Option<u64>,
-}
-
-/// Slots for a run's live buffers, reused across runs.
-pub struct Slots<B: Backend>(Vec<Option<B::Buf>>);
-
-impl<B: Backend> Slots<B> {
-    /// Room for every buffer of `s`.
-    pub fn for_schedule(s: &Schedule) -> Self {
-        Slots((0..s.len()).map(|_| None).collect())
+    /// Buffer `i`'s size in bytes.
+    pub fn size(&self, i: u32) -> usize {
+        self.sizes[i as usize]
     }
-}
 
-/// Runs the schedule once on `b`, measuring faults, time and system calls.
-/// Returns `None` if the back end refused an allocation.
-pub fn run_once<B: Backend>(
-    b: &B,
-    s: &Schedule,
-    slots: &mut Slots<B>,
-    faults: &mut FaultCounter,
-    fill: u8,
-) -> Option<RunCost> {
-    let sys0 = b.syscalls();
-    faults.reset();
-    let t0 = Instant::now();
-    for (frees, allocs) in &s.steps {
-        for &i in frees {
-            if let Some(buf) = slots.0[i as usize].take() {
-                b.free(buf);
+    /// Whether buffer `i` leaves the run.
+    pub fn is_output(&self, i: u32) -> bool {
+        self.outputs[i as usize]
+    }
+
+    /// Each step's frees, then allocations.
+    pub fn steps(&self) -> &[(Vec<u32>, Vec<u32>)] {
+        &self.steps
+    }
+
+    /// Total bytes allocated by one run.
+    pub fn total_bytes(&self) -> usize {
+        self.sizes.iter().sum()
+    }
+
+    /// The largest total size live at one step.
+    pub fn concurrent_peak(&self) -> usize {
+        let (mut live, mut peak) = (0usize, 0usize);
+        for (frees, allocs) in &self.steps {
+            for &i in frees {
+                live -= self.sizes[i as usize];
             }
+            for &i in allocs {
+                live += self.sizes[i as usize];
+            }
+            peak = peak.max(live);
         }
-        for &i in allocs {
-            let size = s.sizes[i as usize];
-            let mut buf = b.alloc(size)?;
-            // SAFETY: the buffer holds `size` writable bytes.
-            unsafe { B::ptr(&mut buf).write_bytes(fill, size) };
-            slots.0[i as usize] = Some(buf);
-        }
+        peak
     }
-    for slot in slots.0.iter_mut() {
-        if let Some(buf) = slot.take() {
-            b.free(buf);
-        }
-    }
-    let nanos = t0.elapsed().as_nanos() as u64;
-    let f = faults.read();
-    Some(RunCost {
-        minor_faults: f.minor,
-        nanos,
-        syscalls: match (sys0, b.syscalls()) {
-            (Some(a), Some(z)) => Some(z - a),
-            _ => None,
-        },
-    })
 }

@@ -1,58 +1,74 @@
-//! `warmarena report`: the same model workload, run repeatedly on warmarena
-//! and on the allocators a runtime would otherwise use, with what each warm
-//! run costs in page faults, system calls and time.
+//! `warmarena report` (the binary's default): the six scenarios on the
+//! example network and on a large-intermediate model, each with warmarena
+//! and the allocators a runtime would otherwise use, in one process with the
+//! same kernels; a table per scenario and, with `--json FILE`, every figure.
 
-use super::backend::{ArenaBackend, Backend, Peer};
-use super::replay::{run_once, RunCost, Schedule, Slots};
+use super::backend::{release_glibc, release_jemalloc, release_mimalloc, ArenaBackend, Backend, Peer};
+use super::replay::Schedule;
+use super::scenario::{drive, rss_bytes, Drive, Row, Scenario};
 use super::trace::Trace;
+use super::workload::{run_net_on, run_net_session, TraceRun};
 use crate::faults::{FaultCounter, FaultSource};
-use crate::{ArenaConfig, ExecutionArena};
+use crate::net::{Net, NetConfig};
+use crate::session::{RunContext, Session};
+use std::fmt::Write as _;
+use std::time::Duration;
 
 /// Options of `warmarena report`.
 #[derive(Debug, Clone)]
 pub struct ReportOptions {
-    /// Warm runs per back end (after one cold run).
+    /// Warm runs per scenario and back end (after the cold run).
     pub runs: usize,
-    /// A MiniMalloc-format trace to replay instead of the built-in model.
+    /// A MiniMalloc-format trace to use as the large model instead of the built-in one.
     pub trace: Option<String>,
     /// Size multiplier for a replayed trace.
     pub batch: usize,
-    /// Size multiplier for the built-in model.
+    /// Size multiplier for the large model (1.0 ≈ 460 MiB written per run).
     pub scale: f64,
+    /// Idle time between runs in scenario 6.
+    pub idle_ms: u64,
+    /// Where to write every figure as JSON.
+    pub json: Option<String>,
+    /// Scenarios to run (default: all six).
+    pub scenarios: Vec<Scenario>,
 }
 
 impl Default for ReportOptions {
     fn default() -> Self {
         ReportOptions {
-            runs: 8,
+            runs: 5,
             trace: None,
             batch: 1,
             scale: 1.0,
+            idle_ms: 400,
+            json: None,
+            scenarios: Scenario::ALL.to_vec(),
         }
     }
 }
 
-fn parse(args: &[String]) -> Result<ReportOptions, String> {
+/// Parses the arguments after `report`.
+pub fn parse(args: &[String]) -> Result<ReportOptions, String> {
     let mut o = ReportOptions::default();
     let mut it = args.iter();
     while let Some(a) = it.next() {
-        let mut val = |name: &str| {
-            it.next()
-                .cloned()
-                .ok_or_else(|| format!("{name} needs a value"))
-        };
+        let mut val = |name: &str| it.next().cloned().ok_or_else(|| format!("{name} needs a value"));
         match a.as_str() {
             "--runs" => o.runs = val("--runs")?.parse().map_err(|e| format!("--runs: {e}"))?,
             "--trace" => o.trace = Some(val("--trace")?),
-            "--batch" => {
-                o.batch = val("--batch")?
-                    .parse()
-                    .map_err(|e| format!("--batch: {e}"))?
-            }
-            "--scale" => {
-                o.scale = val("--scale")?
-                    .parse()
-                    .map_err(|e| format!("--scale: {e}"))?
+            "--batch" => o.batch = val("--batch")?.parse().map_err(|e| format!("--batch: {e}"))?,
+            "--scale" => o.scale = val("--scale")?.parse().map_err(|e| format!("--scale: {e}"))?,
+            "--idle-ms" => o.idle_ms = val("--idle-ms")?.parse().map_err(|e| format!("--idle-ms: {e}"))?,
+            "--json" => o.json = Some(val("--json")?),
+            "--scenarios" => {
+                let v = val("--scenarios")?;
+                o.scenarios = v
+                    .split(',')
+                    .map(|s| match s.trim().parse::<usize>() {
+                        Ok(n @ 1..=6) => Ok(Scenario::ALL[n - 1]),
+                        _ => Err(format!("--scenarios: `{s}` is not 1..6")),
+                    })
+                    .collect::<Result<_, _>>()?;
             }
             other => return Err(format!("unknown option {other}")),
         }
@@ -66,217 +82,342 @@ fn parse(args: &[String]) -> Result<ReportOptions, String> {
     Ok(o)
 }
 
-/// Resident set size of this process in bytes.
-pub fn rss_bytes() -> usize {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse::<usize>().ok())
-        .map(|pages| pages * crate::os::page_size())
-        .unwrap_or(0)
+/// Everything the workloads need, built before any measurement.
+pub struct Workloads {
+    nets: Vec<Net>,
+    images: Vec<Vec<f32>>,
+    traces: Vec<TraceRun>,
+    /// Label of the large model.
+    pub large_label: String,
 }
 
-/// One back end's figures.
-#[derive(Debug, Clone)]
-pub struct BackendResult {
-    /// Back end name.
-    pub name: &'static str,
-    /// The cold (first) run.
-    pub cold: RunCost,
-    /// Every warm run.
-    pub warm: Vec<RunCost>,
-    /// RSS growth from before the cold run to after the warm runs.
-    pub rss_growth: usize,
-}
-
-fn median(mut v: Vec<u64>) -> u64 {
-    v.sort_unstable();
-    v.get(v.len() / 2).copied().unwrap_or(0)
-}
-
-impl BackendResult {
-    /// Median warm-run wall time in nanoseconds.
-    pub fn warm_nanos_median(&self) -> u64 {
-        median(self.warm.iter().map(|r| r.nanos).collect())
+impl Workloads {
+    /// The example network at three shapes (normal, alternate, large) and
+    /// the large model at three sizes (×1, ×0.75, ×2).
+    pub fn build(o: &ReportOptions) -> Result<Workloads, String> {
+        let shapes = [64usize, 48, 128];
+        let nets: Vec<Net> = shapes
+            .iter()
+            .map(|&size| Net::new(NetConfig { size, ..NetConfig::standard() }, 42))
+            .collect();
+        let images = nets.iter().map(|n| n.example_input(1)).collect();
+        let (trace, label, batch, scale) = match &o.trace {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+                (Trace::from_csv(&text)?, format!("{path} × batch {}", o.batch), o.batch, 1.0)
+            }
+            None => (
+                Trace::synthetic_cnn(0.5),
+                format!("built-in CNN-shaped model, scale {}", o.scale),
+                1,
+                o.scale,
+            ),
+        };
+        let traces = [1.0, 0.75, 2.0]
+            .iter()
+            .map(|&f| TraceRun {
+                schedule: Schedule::new(&trace, batch, scale * f),
+            })
+            .collect();
+        Ok(Workloads {
+            nets,
+            images,
+            traces,
+            large_label: label,
+        })
     }
-    /// Median new minor faults per warm run.
-    pub fn warm_faults_median(&self) -> u64 {
-        median(self.warm.iter().map(|r| r.minor_faults).collect())
+
+    /// The large model's concurrent live peak at the normal shape.
+    pub fn large_peak(&self) -> usize {
+        self.traces[0].schedule.concurrent_peak()
     }
 }
 
-fn measure<B: Backend>(
-    b: &B,
-    s: &Schedule,
-    runs: usize,
-    faults: &mut FaultCounter,
-) -> Result<BackendResult, String> {
-    let mut slots = Slots::<B>::for_schedule(s);
-    let rss0 = rss_bytes();
-    let refused = || format!("{} refused an allocation", b.name());
-    let cold = run_once(b, s, &mut slots, faults, 1).ok_or_else(refused)?;
-    let mut warm = Vec::with_capacity(runs);
-    for r in 0..runs {
-        warm.push(run_once(b, s, &mut slots, faults, (r + 2) as u8).ok_or_else(refused)?);
-    }
-    Ok(BackendResult {
-        name: b.name(),
-        cold,
-        warm,
-        rss_growth: rss_bytes().saturating_sub(rss0),
-    })
+/// Which workload a case runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkloadKind {
+    /// The example network.
+    Net,
+    /// The large-intermediate model.
+    Large,
 }
 
-fn mib(b: usize) -> f64 {
-    b as f64 / (1 << 20) as f64
+impl WorkloadKind {
+    fn name(self) -> &'static str {
+        match self {
+            WorkloadKind::Net => "example-net",
+            WorkloadKind::Large => "large-model",
+        }
+    }
+}
+
+/// The (scenario, workload) cases in report order.
+pub fn cases(scenarios: &[Scenario]) -> Vec<(Scenario, WorkloadKind)> {
+    let mut v = Vec::new();
+    for &s in scenarios {
+        if s != Scenario::LargeIntermediates {
+            v.push((s, WorkloadKind::Net));
+        }
+        v.push((s, WorkloadKind::Large));
+    }
+    v
+}
+
+fn run_peer<B: Backend>(b: &B, sc: Scenario, wk: WorkloadKind, w: &Workloads, d: Drive, faults: &mut FaultCounter) -> Result<Row, String> {
+    b.trim();
+    let row = match wk {
+        WorkloadKind::Net => drive(b, sc, wk.name(), d, faults, |v| run_net_on(b, &w.nets[v], &w.images[v])),
+        WorkloadKind::Large => {
+            let mut slots = Vec::new();
+            let mut fill = 0u8;
+            drive(b, sc, wk.name(), d, faults, |v| {
+                fill = fill.wrapping_add(1);
+                w.traces[v].run(b, &mut slots, fill)
+            })
+        }
+    };
+    b.trim();
+    row
+}
+
+/// Runs one case on warmarena, with fresh arenas (the network through the
+/// session router).
+pub fn run_ours(sc: Scenario, wk: WorkloadKind, w: &Workloads, d: Drive, faults: &mut FaultCounter) -> Result<Row, String> {
+    let b = ArenaBackend::default();
+    match wk {
+        WorkloadKind::Net => {
+            let session = Session::new(&Net::graph(), b.exec.clone(), b.io.clone()).map_err(|e| e.to_string())?;
+            let mut ctx = RunContext::new(&session);
+            drive(&b, sc, wk.name(), d, faults, |v| run_net_session(&w.nets[v], &mut ctx, &w.images[v]))
+        }
+        WorkloadKind::Large => run_peer(&b, sc, wk, w, d, faults),
+    }
+}
+
+fn mib(b: f64) -> f64 {
+    b / (1 << 20) as f64
+}
+
+fn print_case(rows: &[Row], peak: usize) {
+    let Some(first) = rows.first() else { return };
+    println!();
+    println!("scenario {} ({}) on {}:", first.scenario as usize, first.scenario.name(), first.workload);
+    println!(
+        "  {:<10} {:>11} {:>10} {:>12} {:>13} {:>7} {:>22} {:>8} {:>10}",
+        "backend", "cold faults", "faults/run", "syscalls/run", "MiB from OS/run", "copies", "warm ms med [min-max]", "vs ours", "RSS/peak"
+    );
+    let base = first.warm_nanos_median().max(1) as f64;
+    for r in rows {
+        let (lo, hi) = r.warm_nanos_range();
+        let med = r.warm_nanos_median() as f64;
+        println!(
+            "  {:<10} {:>11} {:>10} {:>12} {:>15} {:>7} {:>22} {:>7.2}x {:>10}",
+            r.backend,
+            r.cold.minor_faults,
+            r.warm_faults_median(),
+            r.warm_syscalls_median().map_or("n/a".to_string(), |v| v.to_string()),
+            r.warm_system_bytes_median().map_or("n/a".to_string(), |v| format!("{:.1}", mib(v as f64))),
+            r.warm_copies,
+            format!("{:.2} [{:.2}-{:.2}]", med / 1e6, lo as f64 / 1e6, hi as f64 / 1e6),
+            med / base,
+            if peak > 0 {
+                format!("{:.2}", r.rss_after.saturating_sub(r.rss_before) as f64 / peak as f64)
+            } else {
+                "-".into()
+            }
+        );
+    }
+    if let Some(((e0, i0), (e1, i1))) = first.arena {
+        println!(
+            "  warmarena arenas after: exec live {:.1} / retained {:.1} / peak {:.1} MiB; io live {:.1} / retained {:.1} MiB, {} leases; warm-run cold allocations: exec {}, io {}",
+            mib(e1.live_bytes as f64),
+            mib(e1.retained_bytes as f64),
+            mib(e1.peak_live_bytes as f64),
+            mib(i1.live_bytes as f64),
+            mib(i1.retained_bytes as f64),
+            i1.leases,
+            e1.cold_allocations - e0.cold_allocations,
+            i1.cold_allocations - i0.cold_allocations
+        );
+    }
+    for r in rows {
+        if let Some(t) = r.trim {
+            println!(
+                "  {}: trim after the one-off run: {} ; RSS {:.1} -> {:.1} MiB",
+                r.backend,
+                match (t.released, t.retained_before) {
+                    (Some(rel), Some(ret)) => format!("released {:.1} of {:.1} MiB retained", mib(rel as f64), mib(ret as f64)),
+                    _ => "allocator's own release (malloc_trim / mi_collect / purge)".into(),
+                },
+                mib(t.rss_before as f64),
+                mib(t.rss_after as f64)
+            );
+        }
+    }
+}
+
+fn opt(v: Option<u64>) -> String {
+    v.map_or("null".into(), |x| x.to_string())
+}
+
+/// Every row as a JSON array of objects.
+pub fn to_json(rows: &[Row], w: &Workloads, net_peak: usize) -> String {
+    let mut s = String::from("[\n");
+    for (k, r) in rows.iter().enumerate() {
+        let peak = if r.workload == "large-model" { w.large_peak() } else { net_peak };
+        let (lo, hi) = r.warm_nanos_range();
+        let _ = write!(
+            s,
+            "  {{\"scenario\": {}, \"scenario_name\": \"{}\", \"workload\": \"{}\", \"backend\": \"{}\", \"warm_runs\": {}, \"warm_minor_faults\": {}, \"warm_minor_faults_per_run\": [{}], \"warm_syscalls\": {}, \"warm_system_bytes\": {}, \"warm_copies\": {}, \"warm_ms_median\": {:.4}, \"warm_ms_min\": {:.4}, \"warm_ms_max\": {:.4}, \"cold_minor_faults\": {}, \"cold_ms\": {:.4}, \"rss_bytes_before\": {}, \"rss_bytes_after\": {}, \"live_peak_bytes\": {}",
+            r.scenario as usize,
+            r.scenario.name(),
+            r.workload,
+            r.backend,
+            r.warm.len(),
+            r.warm_faults_median(),
+            r.warm.iter().map(|c| c.minor_faults.to_string()).collect::<Vec<_>>().join(", "),
+            opt(r.warm_syscalls_median()),
+            opt(r.warm_system_bytes_median()),
+            r.warm_copies,
+            r.warm_nanos_median() as f64 / 1e6,
+            lo as f64 / 1e6,
+            hi as f64 / 1e6,
+            r.cold.minor_faults,
+            r.cold.nanos as f64 / 1e6,
+            r.rss_before,
+            r.rss_after,
+            peak
+        );
+        if let Some(((e0, i0), (e1, i1))) = r.arena {
+            let _ = write!(
+                s,
+                ", \"exec_live_bytes\": {}, \"exec_retained_bytes\": {}, \"exec_peak_bytes\": {}, \"io_live_bytes\": {}, \"io_retained_bytes\": {}, \"io_peak_bytes\": {}, \"io_leases\": {}, \"warm_exec_cold_allocations\": {}, \"warm_io_cold_allocations\": {}, \"outputs_per_run\": {}",
+                e1.live_bytes,
+                e1.retained_bytes,
+                e1.peak_live_bytes,
+                i1.live_bytes,
+                i1.retained_bytes,
+                i1.peak_live_bytes,
+                i1.leases,
+                e1.cold_allocations - e0.cold_allocations,
+                i1.cold_allocations - i0.cold_allocations,
+                r.outputs_per_run
+            );
+        }
+        if let Some(t) = r.trim {
+            let _ = write!(
+                s,
+                ", \"trim_retained_before\": {}, \"trim_released\": {}, \"trim_rss_before\": {}, \"trim_rss_after\": {}",
+                opt(t.retained_before.map(|v| v as u64)),
+                opt(t.released.map(|v| v as u64)),
+                t.rss_before,
+                t.rss_after
+            );
+        }
+        s.push('}');
+        if k + 1 < rows.len() {
+            s.push(',');
+        }
+        s.push('\n');
+    }
+    s.push_str("]\n");
+    s
+}
+
+/// Runs every case on every back end; returns the rows in report order.
+pub fn collect(o: &ReportOptions, w: &Workloads, mut progress: impl FnMut(usize, usize, &str)) -> Result<Vec<Vec<Row>>, String> {
+    let d = Drive {
+        runs: o.runs,
+        idle: Duration::from_millis(o.idle_ms),
+    };
+    let mut faults = FaultCounter::new();
+    let all = cases(&o.scenarios);
+    let mut out = Vec::new();
+    for (k, &(sc, wk)) in all.iter().enumerate() {
+        let label = format!("scenario {} on {}", sc as usize, wk.name());
+        progress(k, all.len(), &label);
+        let mut rows = vec![run_ours(sc, wk, w, d, &mut faults)?];
+        for peer in peers() {
+            rows.push(peer(sc, wk, w, d, &mut faults)?);
+        }
+        out.push(rows);
+    }
+    Ok(out)
+}
+
+static SYSTEM: std::alloc::System = std::alloc::System;
+#[cfg(feature = "peers")]
+static MIMALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+#[cfg(feature = "peers")]
+static JEMALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+type PeerFn = fn(Scenario, WorkloadKind, &Workloads, Drive, &mut FaultCounter) -> Result<Row, String>;
+
+fn peers() -> Vec<PeerFn> {
+    let glibc: PeerFn = |sc, wk, w, d, f| {
+        let p = Peer { alloc: &SYSTEM, name: "glibc", release: release_glibc };
+        run_peer(&p, sc, wk, w, d, f)
+    };
+    #[cfg(feature = "peers")]
+    {
+        let mi: PeerFn = |sc, wk, w, d, f| {
+            let p = Peer { alloc: &MIMALLOC, name: "mimalloc", release: release_mimalloc };
+            run_peer(&p, sc, wk, w, d, f)
+        };
+        let je: PeerFn = |sc, wk, w, d, f| {
+            let p = Peer { alloc: &JEMALLOC, name: "jemalloc", release: release_jemalloc };
+            run_peer(&p, sc, wk, w, d, f)
+        };
+        vec![glibc, mi, je]
+    }
+    #[cfg(not(feature = "peers"))]
+    {
+        let _ = (release_mimalloc, release_jemalloc);
+        vec![glibc]
+    }
 }
 
 /// Runs `warmarena report` with the arguments after the subcommand name.
 pub fn main(args: &[String]) -> Result<(), String> {
     let o = parse(args)?;
-    let (trace, label) = match &o.trace {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
-            (
-                Trace::from_csv(&text)?,
-                format!("{path} × batch {}", o.batch),
-            )
-        }
-        None => (
-            Trace::synthetic_cnn(o.scale),
-            format!("built-in CNN trace, scale {}", o.scale),
-        ),
+    let w = Workloads::build(&o)?;
+    let source = FaultCounter::new().source();
+    let net_peak = {
+        let b = ArenaBackend::default();
+        let session = Session::new(&Net::graph(), b.exec.clone(), b.io.clone()).map_err(|e| e.to_string())?;
+        let mut ctx = RunContext::new(&session);
+        drop(run_net_session(&w.nets[0], &mut ctx, &w.images[0]));
+        b.exec.stats().peak_live_bytes
     };
-    let batch = if o.trace.is_some() { o.batch } else { 1 };
-    let sched = Schedule::new(&trace, batch);
-    let peak = trace.concurrent_peak() * batch;
-    let mut faults = FaultCounter::new();
     println!(
-        "warmarena report: {label}: {} buffers, {:.0} MiB written per run, concurrent live peak {:.0} MiB",
-        sched.len(),
-        mib(trace.total_bytes() * batch),
-        mib(peak)
+        "warmarena report: example network (conv/relu/add/head/fc, 64x64x16, exec peak {:.1} MiB) and {} ({} buffers, {:.0} MiB written per run, live peak {:.0} MiB)",
+        mib(net_peak as f64),
+        w.large_label,
+        w.traces[0].schedule.len(),
+        mib(w.traces[0].schedule.total_bytes() as f64),
+        mib(w.large_peak() as f64)
     );
     println!(
-        "1 cold run + {} warm runs per back end, same process, same kernels; page faults via {}",
+        "each scenario: 1 cold run + {} warm runs per back end, one process, same kernels; faults via {}; idle gap {} ms; RSS/peak = RSS growth over the scenario / live peak",
         o.runs,
-        match faults.source() {
-            FaultSource::PerfEvents => "perf events",
-            FaultSource::Getrusage => "getrusage",
-        }
+        if source == FaultSource::PerfEvents { "perf events" } else { "getrusage" },
+        o.idle_ms
     );
-
-    let arena = ExecutionArena::with_config(ArenaConfig::default());
-    let ours = ArenaBackend {
-        arena: arena.clone(),
-    };
-    let mut results = Vec::new();
-    eprintln!("running warmarena ...");
-    results.push(measure(&ours, &sched, o.runs, &mut faults)?);
-    let st = arena.stats();
-    let per_run: Vec<String> = results[0]
-        .warm
-        .iter()
-        .map(|r| r.minor_faults.to_string())
-        .collect();
-    drop(ours);
-    arena.trim();
-    for (name, r) in peers(&sched, o.runs, &mut faults)? {
-        eprintln!("ran {name}");
-        results.push(r);
-    }
-
-    let base = results[0].warm_nanos_median().max(1) as f64;
-    println!();
-    println!(
-        "{:<10} {:>11} {:>16} {:>14} {:>13} {:>12} {:>15}",
-        "backend",
-        "cold faults",
-        "warm faults/run",
-        "warm ms (med)",
-        "time vs ours",
-        "syscalls/run",
-        "RSS growth/peak"
-    );
-    for r in &results {
-        let med = r.warm_nanos_median() as f64;
-        let sys = r
-            .warm
-            .iter()
-            .map(|w| w.syscalls)
-            .collect::<Option<Vec<u64>>>();
-        println!(
-            "{:<10} {:>11} {:>16} {:>14.2} {:>12.2}x {:>12} {:>15.2}",
-            r.name,
-            r.cold.minor_faults,
-            r.warm_faults_median(),
-            med / 1e6,
-            med / base,
-            match sys {
-                Some(v) => median(v).to_string(),
-                None => "n/a".into(),
-            },
-            r.rss_growth as f64 / peak.max(1) as f64
-        );
+    let rows = collect(&o, &w, |k, n, label| {
+        eprint!("\r[{}/{}] {label} ...            ", k + 1, n);
+    })?;
+    eprintln!("\r{:60}", "");
+    for case in &rows {
+        let peak = if case[0].workload == "large-model" { w.large_peak() } else { net_peak };
+        print_case(case, peak);
     }
     println!();
-    println!(
-        "warmarena per warm run, new minor faults: [{}]",
-        per_run.join(", ")
-    );
-    println!(
-        "warmarena arena after the runs: live {:.1} MiB, retained {:.1} MiB, peak live {:.1} MiB ({:.3}x the trace's peak), warm/cold allocations {}/{}, system calls {} (maps {}, unmaps {}, advice {})",
-        mib(st.live_bytes),
-        mib(st.retained_bytes),
-        mib(st.peak_live_bytes),
-        st.peak_live_bytes as f64 / peak.max(1) as f64,
-        st.warm_allocations,
-        st.cold_allocations,
-        st.os.syscalls(),
-        st.os.maps,
-        st.os.unmaps,
-        st.os.advice
-    );
-    println!(
-        "(syscalls n/a: a peer's system calls are not visible to this process without tracing it)"
-    );
+    println!("syscalls and MiB from OS: n/a for peers (their system calls are not visible to this process without tracing it).");
+    if let Some(path) = &o.json {
+        let flat: Vec<Row> = rows.into_iter().flatten().collect();
+        std::fs::write(path, to_json(&flat, &w, net_peak)).map_err(|e| format!("{path}: {e}"))?;
+        println!("wrote every figure to {path}");
+    }
+    let _ = rss_bytes;
     Ok(())
-}
-
-#[cfg(feature = "peers")]
-fn peers(
-    s: &Schedule,
-    runs: usize,
-    faults: &mut FaultCounter,
-) -> Result<Vec<(&'static str, BackendResult)>, String> {
-    let mut out = Vec::new();
-    let sys = Peer {
-        alloc: std::alloc::System,
-        name: "glibc",
-    };
-    out.push(("glibc", measure(&sys, s, runs, faults)?));
-    let mi = Peer {
-        alloc: mimalloc::MiMalloc,
-        name: "mimalloc",
-    };
-    out.push(("mimalloc", measure(&mi, s, runs, faults)?));
-    let je = Peer {
-        alloc: tikv_jemallocator::Jemalloc,
-        name: "jemalloc",
-    };
-    out.push(("jemalloc", measure(&je, s, runs, faults)?));
-    Ok(out)
-}
-
-#[cfg(not(feature = "peers"))]
-fn peers(
-    s: &Schedule,
-    runs: usize,
-    faults: &mut FaultCounter,
-) -> Result<Vec<(&'static str, BackendResult)>, String> {
-    let sys = Peer {
-        alloc: std::alloc::System,
-        name: "system",
-    };
-    eprintln!("built without the `peers` feature: mimalloc and jemalloc are left out");
-    Ok(vec![("system", measure(&sys, s, runs, faults)?)])
 }

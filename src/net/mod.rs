@@ -169,6 +169,21 @@ pub struct NetOutputs {
     pub logits: IoLease,
 }
 
+/// The network's weights, for executors other than [`Net::run`].
+#[derive(Debug, Clone, Copy)]
+pub struct NetWeights<'a> {
+    /// conv1 weights, `channels × in_channels × 3 × 3`.
+    pub w1: &'a [f32],
+    /// conv1 bias.
+    pub b1: &'a [f32],
+    /// conv2 weights, `channels × channels × 3 × 3`.
+    pub w2: &'a [f32],
+    /// conv2 bias.
+    pub b2: &'a [f32],
+    /// fc weights, `pooled × classes`.
+    pub wfc: &'a [f32],
+}
+
 /// The network: its shape and weights.
 #[derive(Debug, Clone)]
 pub struct Net {
@@ -206,6 +221,17 @@ impl Net {
             b2: weights(c, &mut s, 0.1),
             wfc: weights(config.pooled() * config.classes, &mut s, 0.05),
             config,
+        }
+    }
+
+    /// The weights.
+    pub fn weights(&self) -> NetWeights<'_> {
+        NetWeights {
+            w1: &self.w1,
+            b1: &self.b1,
+            w2: &self.w2,
+            b2: &self.b2,
+            wfc: &self.wfc,
         }
     }
 
