@@ -1,0 +1,215 @@
+//! Offset packing: constructive passes, then branch and bound.
+//!
+//! [`solve`] first runs several fast constructive passes (best-fit into the
+//! gaps left by conflicting buffers, under a few orderings) and keeps the
+//! lowest. If that is above the lower bound it searches canonical placements
+//! ([`search`](super::search)) under the budget: first for a placement at the
+//! lower bound, then, if that fails, improving on the best placement found.
+
+use super::greedy::{conflicts, place_in_order};
+use super::interval::{check_buffers, lower_bound, sections, Buffer, IntervalError, Placement};
+use super::search::{Budget, Outcome, Search};
+
+/// Knobs of [`solve`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SolveOptions {
+    /// Search nodes allowed in total (deterministic budget). 0 runs the
+    /// constructive passes only. Default: 2 000 000 (about a second on one core).
+    pub max_nodes: u64,
+    /// Largest problem (non-trivial buffers) the exact search is tried on;
+    /// larger ones get the constructive passes only. Default 4000.
+    pub search_limit: usize,
+}
+
+impl Default for SolveOptions {
+    fn default() -> Self {
+        SolveOptions { max_nodes: 2_000_000, search_limit: 4000 }
+    }
+}
+
+/// A placement with what is known about its quality.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Solution {
+    /// Offsets and height.
+    pub placement: Placement,
+    /// The largest total size live at one moment.
+    pub lower_bound: usize,
+    /// Bytes one buffer per value would take (sum of sizes).
+    pub naive_bytes: usize,
+    /// True when no placement is lower (height equals the lower bound, or the search was exhausted).
+    pub optimal: bool,
+    /// Search nodes expanded.
+    pub nodes: u64,
+}
+
+/// The ways to order buffers for the constructive passes and the search.
+fn orderings(bufs: &[Buffer]) -> Vec<Vec<usize>> {
+    let n = bufs.len();
+    let len = |i: usize| bufs[i].upper - bufs[i].lower;
+    let mut out = Vec::new();
+    let mut by = |key: &dyn Fn(usize) -> (u128, u128)| {
+        let mut o: Vec<usize> = (0..n).collect();
+        o.sort_by_key(|&i| (std::cmp::Reverse(key(i)), i));
+        out.push(o);
+    };
+    by(&|i| (bufs[i].size as u128, len(i) as u128));
+    by(&|i| (bufs[i].size as u128 * len(i) as u128, bufs[i].size as u128));
+    by(&|i| (len(i) as u128, bufs[i].size as u128));
+    out
+}
+
+/// Orders for the search's ranks: by the fullest section a buffer crosses
+/// (`total`), its lifetime in sections (`width`) and its area, in three
+/// priorities. Crowded, long, large buffers are the hardest to place late.
+fn search_orders(bufs: &[Buffer], span: &[(u32, u32)], nsec: usize) -> Vec<Vec<usize>> {
+    let mut sum = vec![0u128; nsec];
+    for (b, &(lo, hi)) in bufs.iter().zip(span) {
+        for s in lo..hi {
+            sum[s as usize] += b.size as u128;
+        }
+    }
+    let total: Vec<u128> = span
+        .iter()
+        .map(|&(lo, hi)| (lo..hi).map(|s| sum[s as usize]).max().unwrap_or(0))
+        .collect();
+    let width = |i: usize| (span[i].1 - span[i].0) as u128;
+    let area = |i: usize| bufs[i].size as u128 * (bufs[i].upper - bufs[i].lower) as u128;
+    let keys: [&dyn Fn(usize) -> [u128; 3]; 3] = [
+        &|i| [total[i], width(i), area(i)],
+        &|i| [width(i), area(i), total[i]],
+        &|i| [total[i], area(i), width(i)],
+    ];
+    keys.iter()
+        .map(|key| {
+            let mut o: Vec<usize> = (0..bufs.len()).collect();
+            o.sort_by_key(|&i| (std::cmp::Reverse(key(i)), i));
+            o
+        })
+        .collect()
+}
+
+/// Best fit: each buffer goes into the smallest gap between its placed
+/// conflicting neighbours that holds it (lowest such gap on ties), or on top.
+fn best_fit(bufs: &[Buffer], adj: &[Vec<u32>], order: &[usize]) -> Placement {
+    let mut offsets: Vec<Option<usize>> = vec![None; bufs.len()];
+    let mut taken: Vec<(usize, usize)> = Vec::new();
+    let mut height = 0;
+    for &i in order {
+        let size = bufs[i].size;
+        taken.clear();
+        for &j in &adj[i] {
+            if let Some(o) = offsets[j as usize] {
+                taken.push((o, o + bufs[j as usize].size));
+            }
+        }
+        taken.sort_unstable();
+        let (mut at, mut best, mut best_gap) = (0usize, None, usize::MAX);
+        for &(lo, hi) in &taken {
+            if lo >= at && lo - at >= size && lo - at < best_gap {
+                best_gap = lo - at;
+                best = Some(at);
+            }
+            at = at.max(hi);
+        }
+        let o = best.unwrap_or(at);
+        offsets[i] = Some(o);
+        height = height.max(o + size);
+    }
+    Placement { offsets: offsets.into_iter().map(|o| o.unwrap_or(0)).collect(), height }
+}
+
+/// Plans offsets for `buffers` (see the module docs). `budget` may carry a
+/// wall-clock callback; `options.max_nodes` bounds the search
+/// deterministically.
+///
+/// ```
+/// use warmarena::planner::{solve, Budget, Buffer, SolveOptions};
+/// let bufs = [Buffer::new(0, 3, 4), Buffer::new(1, 2, 2), Buffer::new(2, 4, 2), Buffer::new(3, 5, 4)];
+/// let sol = solve(&bufs, &SolveOptions::default(), &Budget::nodes(u64::MAX)).unwrap();
+/// assert_eq!(sol.placement.height, sol.lower_bound);
+/// assert!(sol.optimal);
+/// ```
+pub fn solve(
+    buffers: &[Buffer],
+    options: &SolveOptions,
+    budget: &Budget<'_>,
+) -> Result<Solution, IntervalError> {
+    let naive_bytes = check_buffers(buffers)?;
+    let lb = lower_bound(buffers);
+    // Work on the non-trivial buffers only; trivial ones sit at offset 0.
+    let keep: Vec<usize> = (0..buffers.len()).filter(|&i| !buffers[i].is_trivial()).collect();
+    let bufs: Vec<Buffer> = keep.iter().map(|&i| buffers[i]).collect();
+    let adj = conflicts(&bufs);
+    let orders = orderings(&bufs);
+    let mut best: Option<Placement> = None;
+    for o in &orders {
+        for p in [best_fit(&bufs, &adj, o), place_in_order(&bufs, &adj, o)] {
+            if best.as_ref().map_or(true, |b| p.height < b.height) {
+                best = Some(p);
+            }
+        }
+    }
+    let mut best = best.unwrap_or(Placement { offsets: Vec::new(), height: 0 });
+    let mut optimal = best.height <= lb;
+    let mut nodes = 0;
+    if !optimal && options.max_nodes > 0 && bufs.len() <= options.search_limit {
+        let (span, nsec) = sections(&bufs);
+        let orders = search_orders(&bufs, &span, nsec);
+        let mut searches: Vec<Search<'_>> =
+            orders.iter().map(|o| Search::new(&bufs, &adj, &span, nsec, o)).collect();
+        // Known: no placement is below `lo`. Look for one at `cap`, with
+        // restarts over the orderings and doubling node slices.
+        let mut lo = lb;
+        let mut proven = lb;
+        let mut slice = 2000u64;
+        let mut turn = 0usize;
+        let mut first_phase = true;
+        while best.height > lo && nodes < options.max_nodes {
+            let cap = if first_phase { lo } else { lo + (best.height - 1 - lo) / 2 };
+            let k = searches.len();
+            let s = &mut searches[turn % k];
+            let left = options.max_nodes - nodes;
+            let before = s.nodes;
+            let out = s.run(cap, &Budget { max_nodes: before + slice.min(left), stop: budget.stop });
+            nodes += s.nodes - before;
+            turn += 1;
+            match out {
+                Outcome::Found => {
+                    if let Some((offs, h)) = s.best.take() {
+                        best = Placement { offsets: offs, height: h };
+                    }
+                }
+                Outcome::Exhausted => {
+                    lo = cap + 1;
+                    proven = proven.max(lo);
+                }
+                Outcome::OutOfBudget => {
+                    if budget.stop.is_some_and(|f| f()) {
+                        break;
+                    }
+                    if turn % searches.len() == 0 {
+                        slice *= 2;
+                    }
+                    if !first_phase && turn % searches.len() == 0 {
+                        // Not proven, but give up on this capacity.
+                        lo = cap + 1;
+                    }
+                    if first_phase && nodes * 4 >= options.max_nodes {
+                        first_phase = false;
+                    }
+                }
+            }
+        }
+        optimal = best.height <= proven;
+    }
+    let mut offsets = vec![0usize; buffers.len()];
+    for (k, &i) in keep.iter().enumerate() {
+        offsets[i] = best.offsets[k];
+    }
+    let placement = Placement { offsets, height: best.height };
+    debug_assert_eq!(
+        super::validate::validate_placement(buffers, &placement, 1),
+        Ok(())
+    );
+    Ok(Solution { placement, lower_bound: lb, naive_bytes, optimal, nodes })
+}
