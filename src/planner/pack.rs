@@ -9,6 +9,7 @@
 use super::greedy::{conflicts, place_in_order};
 use super::interval::{check_buffers, lower_bound, sections, Buffer, IntervalError, Placement};
 use super::search::{Budget, Outcome, Search};
+use super::skyline::skyline;
 
 /// Knobs of [`solve`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,11 +20,15 @@ pub struct SolveOptions {
     /// Largest problem (non-trivial buffers) the exact search is tried on;
     /// larger ones get the constructive passes only. Default 4000.
     pub search_limit: usize,
+    /// Most conflicting pairs for which the gap-filling passes and the
+    /// search run (they keep conflict lists, 8 bytes a pair). Larger
+    /// problems get the O(n log n) skyline pass only. Default 1 000 000.
+    pub edge_limit: usize,
 }
 
 impl Default for SolveOptions {
     fn default() -> Self {
-        SolveOptions { max_nodes: 2_000_000, search_limit: 4000 }
+        SolveOptions { max_nodes: 2_000_000, search_limit: 4000, edge_limit: 1_000_000 }
     }
 }
 
@@ -40,6 +45,26 @@ pub struct Solution {
     pub optimal: bool,
     /// Search nodes expanded.
     pub nodes: u64,
+}
+
+/// Number of conflicting pairs, by a sweep over start times.
+fn conflict_count(bufs: &[Buffer]) -> usize {
+    let mut ev: Vec<(usize, bool)> = Vec::with_capacity(bufs.len() * 2);
+    for b in bufs {
+        ev.push((b.lower, true));
+        ev.push((b.upper, false));
+    }
+    ev.sort_unstable();
+    let (mut live, mut pairs) = (0usize, 0usize);
+    for (_, start) in ev {
+        if start {
+            pairs = pairs.saturating_add(live);
+            live += 1;
+        } else {
+            live -= 1;
+        }
+    }
+    pairs
 }
 
 /// The ways to order buffers for the constructive passes and the search.
@@ -139,21 +164,33 @@ pub fn solve(
     // Work on the non-trivial buffers only; trivial ones sit at offset 0.
     let keep: Vec<usize> = (0..buffers.len()).filter(|&i| !buffers[i].is_trivial()).collect();
     let bufs: Vec<Buffer> = keep.iter().map(|&i| buffers[i]).collect();
-    let adj = conflicts(&bufs);
+    let (span, nsec) = sections(&bufs);
     let orders = orderings(&bufs);
     let mut best: Option<Placement> = None;
-    for o in &orders {
-        for p in [best_fit(&bufs, &adj, o), place_in_order(&bufs, &adj, o)] {
-            if best.as_ref().map_or(true, |b| p.height < b.height) {
-                best = Some(p);
-            }
+    let mut keep_best = |p: Placement| {
+        if best.as_ref().map_or(true, |b| p.height < b.height) {
+            best = Some(p);
+        }
+    };
+    // Longest-first skyline passes re-queue buffers often on long traces:
+    // large problems keep the area order, the best on the real traces.
+    let sky_orders: &[Vec<usize>] = if bufs.len() > 8000 { &orders[1..2] } else { &orders };
+    for o in sky_orders {
+        keep_best(skyline(&bufs, &span, nsec, o));
+    }
+    // Gap-filling passes need conflict lists: only when they are small.
+    let edges = conflict_count(&bufs);
+    let adj = if edges <= options.edge_limit { conflicts(&bufs) } else { Vec::new() };
+    if !adj.is_empty() || bufs.is_empty() {
+        for o in &orders {
+            keep_best(best_fit(&bufs, &adj, o));
+            keep_best(place_in_order(&bufs, &adj, o));
         }
     }
     let mut best = best.unwrap_or(Placement { offsets: Vec::new(), height: 0 });
     let mut optimal = best.height <= lb;
     let mut nodes = 0;
-    if !optimal && options.max_nodes > 0 && bufs.len() <= options.search_limit {
-        let (span, nsec) = sections(&bufs);
+    if !optimal && options.max_nodes > 0 && bufs.len() <= options.search_limit && !adj.is_empty() {
         let orders = search_orders(&bufs, &span, nsec);
         let mut searches: Vec<Search<'_>> =
             orders.iter().map(|o| Search::new(&bufs, &adj, &span, nsec, o)).collect();

@@ -89,6 +89,12 @@ pub(crate) struct Search<'a> {
     kids: Vec<u32>,
     stack: Vec<Frame>,
     low: Vec<usize>,
+    /// Unplaced buffers (any order) and each buffer's index in it.
+    list: Vec<u32>,
+    pos: Vec<u32>,
+    effs: Vec<(usize, u32)>,
+    next: Vec<u32>,
+    packed: Vec<u64>,
     /// Largest height a solution may have.
     cap: usize,
     pub(crate) nodes: u64,
@@ -140,6 +146,11 @@ impl<'a> Search<'a> {
             kids: Vec::new(),
             stack: Vec::new(),
             low: Vec::new(),
+            list: (0..n as u32).collect(),
+            pos: (0..n as u32).collect(),
+            effs: Vec::new(),
+            next: Vec::new(),
+            packed: Vec::new(),
             cap: usize::MAX,
             nodes: 0,
             best: None,
@@ -155,6 +166,15 @@ impl<'a> Search<'a> {
                 Some(Undo::Place(i)) => {
                     let i = i as usize;
                     self.placed[i] = false;
+                    let p = self.pos[i] as usize;
+                    if p < self.list.len() {
+                        let moved = self.list[p];
+                        self.pos[moved as usize] = self.list.len() as u32;
+                        self.list.push(moved);
+                        self.list[p] = i as u32;
+                    } else {
+                        self.list.push(i as u32);
+                    }
                     self.unplaced += 1;
                     let (lo, hi) = self.span[i];
                     for s in lo..hi {
@@ -171,6 +191,12 @@ impl<'a> Search<'a> {
         let size = self.bufs[i].size;
         let top = x + size;
         self.placed[i] = true;
+        let p = self.pos[i] as usize;
+        let last = self.list.pop().unwrap_or(i as u32);
+        if last as usize != i {
+            self.list[p] = last;
+            self.pos[last as usize] = p as u32;
+        }
         self.unplaced -= 1;
         self.offset[i] = x;
         self.trail.push(Undo::Place(i as u32));
@@ -264,43 +290,75 @@ impl<'a> Search<'a> {
             return None;
         }
         range = best_run;
-        let inside = |i: usize| self.span[i].0 >= range.0 && self.span[i].1 <= range.1;
+        let (span, cand, minoff) = (self.span, &self.cand, &self.minoff);
+        let inside = |i: usize| span[i].0 >= range.0 && span[i].1 <= range.1;
         let mut x = usize::MAX;
-        for i in 0..self.bufs.len() {
-            if !self.placed[i] && inside(i) {
-                let c = self.cand[i];
-                if c >= self.minoff[i] && c < x {
-                    x = c;
-                }
+        for &i in &self.list {
+            let i = i as usize;
+            if cand[i] >= minoff[i] && cand[i] < x && inside(i) {
+                x = cand[i];
             }
         }
         if x == usize::MAX {
             return None;
         }
-        for i in 0..self.bufs.len() {
-            if !self.placed[i] && inside(i) {
-                let c = self.cand[i];
-                // Dominance: a buffer that must go above x but fits in the
-                // free gap under x can be moved down; that placement is
-                // explored elsewhere.
-                if c < self.minoff[i] && c + self.bufs[i].size <= x {
+        // Lowest offset each unplaced buffer can still take. Dominance: a
+        // buffer that must go above x but fits in the free gap under x
+        // could be moved down; that placement is explored elsewhere.
+        self.effs.clear();
+        for &i in &self.list {
+            let iu = i as usize;
+            if !inside(iu) {
+                continue;
+            }
+            let c = cand[iu];
+            let eff = if c >= minoff[iu] {
+                c
+            } else {
+                if c + self.bufs[iu].size <= x {
                     return None;
                 }
-            }
+                minoff[iu].max(x + 1)
+            };
+            self.effs.push((eff, i));
         }
         // Each section's bytes still to place start no lower than the lowest
-        // offset any of its unplaced buffers can still take.
+        // offset any of its unplaced buffers can take: paint sections in
+        // increasing offset order, skipping painted ones.
+        if self.bufs.len() < 1 << 16 && x < 1 << 47 && self.cap < 1 << 47 {
+            // Offsets above the capacity never matter: clamp, pack, sort as u64.
+            let cap = self.cap as u64 + 1;
+            let mut packed: Vec<u64> = std::mem::take(&mut self.packed);
+            packed.clear();
+            packed.extend(self.effs.iter().map(|&(e, i)| ((e as u64).min(cap) << 16) | i as u64));
+            packed.sort_unstable();
+            for (slot, &k) in self.effs.iter_mut().zip(&packed) {
+                *slot = ((k >> 16) as usize, (k & 0xffff) as u32);
+            }
+            self.packed = packed;
+        } else {
+            self.effs.sort_unstable();
+        }
         let (a, b) = (range.0 as usize, range.1 as usize);
         self.low.clear();
         self.low.resize(b - a, usize::MAX);
-        for i in 0..self.bufs.len() {
-            if !self.placed[i] && inside(i) {
-                let c = self.cand[i];
-                let eff = if c >= self.minoff[i] { c } else { self.minoff[i].max(x + 1) };
-                for s in self.span[i].0..self.span[i].1 {
-                    let l = &mut self.low[s as usize - a];
-                    *l = (*l).min(eff);
-                }
+        self.next.clear();
+        self.next.extend((0..=(b - a) as u32).map(|k| k));
+        fn find(next: &mut [u32], mut k: u32) -> u32 {
+            while next[k as usize] != k {
+                let up = next[next[k as usize] as usize];
+                next[k as usize] = up;
+                k = up;
+            }
+            k
+        }
+        for &(eff, i) in &self.effs {
+            let (lo, hi) = (span[i as usize].0 - range.0, span[i as usize].1 - range.0);
+            let mut k = find(&mut self.next, lo);
+            while k < hi {
+                self.low[k as usize] = eff;
+                self.next[k as usize] = k + 1;
+                k = find(&mut self.next, k + 1);
             }
         }
         for s in a..b {
@@ -310,9 +368,12 @@ impl<'a> Search<'a> {
             }
         }
         let start = self.kids.len();
-        for i in 0..self.bufs.len() {
-            if !self.placed[i] && self.cand[i] == x && x >= self.minoff[i] && inside(i) {
-                self.kids.push(i as u32);
+        for &(eff, i) in &self.effs {
+            if eff > x {
+                break;
+            }
+            if self.cand[i as usize] == x {
+                self.kids.push(i);
             }
         }
         let rank = &self.rank;
