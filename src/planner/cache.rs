@@ -90,7 +90,9 @@ impl PlanCache {
         }
         self.misses += 1;
         let status = plan(&self.graph, &self.views, &self.hints, &size, &self.options)?;
-        let PlanStatus::Ready(p) = status else { return Ok(None) };
+        let PlanStatus::Ready(p) = status else {
+            return Ok(None);
+        };
         let p = Arc::new(p);
         if self.order.len() >= self.capacity {
             let old = self.order.remove(0);

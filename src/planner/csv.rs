@@ -47,7 +47,11 @@ impl std::error::Error for CsvError {}
 pub fn parse_csv(text: &str) -> Result<CsvInstance, CsvError> {
     let mut cols: [Option<usize>; 5] = [Some(0), Some(1), Some(2), Some(3), None];
     let mut width = 4;
-    let mut inst = CsvInstance { ids: Vec::new(), buffers: Vec::new(), offsets: None };
+    let mut inst = CsvInstance {
+        ids: Vec::new(),
+        buffers: Vec::new(),
+        offsets: None,
+    };
     let mut offsets = Vec::new();
     let mut first = true;
     for (n, raw) in text.lines().enumerate() {
@@ -56,8 +60,12 @@ pub fn parse_csv(text: &str) -> Result<CsvInstance, CsvError> {
             continue;
         }
         let fields: Vec<&str> = line.split(',').map(str::trim).collect();
-        let err = |message: String| CsvError { line: n + 1, message };
-        if std::mem::take(&mut first) && fields.iter().skip(1).any(|f| f.parse::<usize>().is_err()) {
+        let err = |message: String| CsvError {
+            line: n + 1,
+            message,
+        };
+        if std::mem::take(&mut first) && fields.iter().skip(1).any(|f| f.parse::<usize>().is_err())
+        {
             cols = [None; 5];
             for (k, name) in fields.iter().enumerate() {
                 let slot = match name.to_ascii_lowercase().as_str() {
@@ -77,13 +85,19 @@ pub fn parse_csv(text: &str) -> Result<CsvInstance, CsvError> {
             continue;
         }
         if fields.len() < width {
-            return Err(err(format!("expected {width} fields, found {}", fields.len())));
+            return Err(err(format!(
+                "expected {width} fields, found {}",
+                fields.len()
+            )));
         }
         let num = |slot: usize, what: &str| -> Result<usize, CsvError> {
             let k = cols[slot].unwrap_or(slot);
-            fields[k]
-                .parse::<usize>()
-                .map_err(|_| err(format!("{what} `{}` is not a non-negative integer", fields[k])))
+            fields[k].parse::<usize>().map_err(|_| {
+                err(format!(
+                    "{what} `{}` is not a non-negative integer",
+                    fields[k]
+                ))
+            })
         };
         let (lower, upper, size) = (num(1, "lower")?, num(2, "upper")?, num(3, "size")?);
         if upper < lower {
@@ -130,7 +144,10 @@ mod tests {
 
     #[test]
     fn headerless_and_bad_lines() {
-        assert_eq!(parse_csv("0,1,2,3").unwrap().buffers, vec![Buffer::new(1, 2, 3)]);
+        assert_eq!(
+            parse_csv("0,1,2,3").unwrap().buffers,
+            vec![Buffer::new(1, 2, 3)]
+        );
         assert!(parse_csv("0,1,2,x").is_err());
         assert!(parse_csv("0,5,2,3").is_err());
         assert!(parse_csv("id,lower,upper\n").is_err());

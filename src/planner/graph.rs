@@ -170,7 +170,11 @@ impl fmt::Display for PlanError {
             PlanError::UnknownValue { value } => write!(f, "unknown value {}", value.0),
             PlanError::DefinedTwice { value } => write!(f, "value {} is defined twice", value.0),
             PlanError::NotTopological { value, node } => {
-                write!(f, "node {node} reads value {} before it is defined", value.0)
+                write!(
+                    f,
+                    "node {node} reads value {} before it is defined",
+                    value.0
+                )
             }
             PlanError::ViewCycle { value } => write!(f, "views form a cycle through {}", value.0),
             PlanError::BadView { value } => write!(f, "view {} has no defined source", value.0),

@@ -82,7 +82,11 @@ pub(crate) fn place_in_order(buffers: &[Buffer], adj: &[Vec<u32>], order: &[usiz
                 taken.push((o, o.saturating_add(buffers[j as usize].size)));
             }
         }
-        let at = if b.is_trivial() { 0 } else { lowest_fit(&mut taken, b.size) };
+        let at = if b.is_trivial() {
+            0
+        } else {
+            lowest_fit(&mut taken, b.size)
+        };
         offsets[i] = Some(at);
         if b.size > 0 {
             height = height.max(at.saturating_add(b.size));
@@ -100,7 +104,11 @@ mod tests {
 
     #[test]
     fn disjoint_buffers_share_offset_zero() {
-        let bufs = [Buffer::new(0, 1, 5), Buffer::new(1, 2, 9), Buffer::new(2, 3, 7)];
+        let bufs = [
+            Buffer::new(0, 1, 5),
+            Buffer::new(1, 2, 9),
+            Buffer::new(2, 3, 7),
+        ];
         let p = greedy_by_size(&bufs);
         assert_eq!(p.offsets, vec![0, 0, 0]);
         assert_eq!(p.height, 9);

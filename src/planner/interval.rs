@@ -205,7 +205,11 @@ mod tests {
 
     #[test]
     fn sections_compress_times() {
-        let bufs = [Buffer::new(0, 10, 1), Buffer::new(5, 20, 1), Buffer::new(7, 7, 1)];
+        let bufs = [
+            Buffer::new(0, 10, 1),
+            Buffer::new(5, 20, 1),
+            Buffer::new(7, 7, 1),
+        ];
         let (spans, n) = sections(&bufs);
         assert_eq!(n, 3);
         assert_eq!(spans, vec![(0, 2), (1, 3), (0, 0)]);

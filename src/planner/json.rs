@@ -69,7 +69,10 @@ struct Parser<'a> {
 
 impl Parser<'_> {
     fn err<T>(&self, message: &str) -> Result<T, JsonError> {
-        Err(JsonError { at: self.i, message: message.to_string() })
+        Err(JsonError {
+            at: self.i,
+            message: message.to_string(),
+        })
     }
 
     fn ws(&mut self) {
@@ -134,7 +137,11 @@ impl Parser<'_> {
             }
             Some(b'"') => Ok(Json::Str(self.string()?)),
             Some(_) => {
-                for (word, v) in [("null", Json::Null), ("true", Json::Bool(true)), ("false", Json::Bool(false))] {
+                for (word, v) in [
+                    ("null", Json::Null),
+                    ("true", Json::Bool(true)),
+                    ("false", Json::Bool(false)),
+                ] {
                     if self.s[self.i..].starts_with(word.as_bytes()) {
                         self.i += word.len();
                         return Ok(v);
@@ -142,14 +149,19 @@ impl Parser<'_> {
                 }
                 let start = self.i;
                 while self.i < self.s.len()
-                    && matches!(self.s[self.i], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')
+                    && matches!(
+                        self.s[self.i],
+                        b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'
+                    )
                 {
                     self.i += 1;
                 }
                 if start == self.i {
                     return self.err("unexpected character");
                 }
-                Ok(Json::Num(String::from_utf8_lossy(&self.s[start..self.i]).into_owned()))
+                Ok(Json::Num(
+                    String::from_utf8_lossy(&self.s[start..self.i]).into_owned(),
+                ))
             }
         }
     }
@@ -178,7 +190,10 @@ impl Parser<'_> {
                         Some(b'b') => '\u{8}',
                         Some(b'f') => '\u{c}',
                         Some(b'u') => {
-                            let hex = self.s.get(self.i + 2..self.i + 6).and_then(|h| std::str::from_utf8(h).ok());
+                            let hex = self
+                                .s
+                                .get(self.i + 2..self.i + 6)
+                                .and_then(|h| std::str::from_utf8(h).ok());
                             let code = hex.and_then(|h| u32::from_str_radix(h, 16).ok());
                             self.i += 4;
                             code.and_then(char::from_u32).unwrap_or('\u{fffd}')
@@ -206,7 +221,10 @@ impl Parser<'_> {
 /// assert!(parse_json("[1,").is_err());
 /// ```
 pub fn parse_json(text: &str) -> Result<Json, JsonError> {
-    let mut p = Parser { s: text.as_bytes(), i: 0 };
+    let mut p = Parser {
+        s: text.as_bytes(),
+        i: 0,
+    };
     let v = p.value(0)?;
     p.ws();
     if p.i != p.s.len() {
@@ -238,7 +256,9 @@ fn array<'a>(v: Option<&'a Json>, what: &str) -> Result<&'a [Json], JsonError> {
 
 fn uint(v: &Json, what: &str) -> Result<usize, JsonError> {
     match v {
-        Json::Num(s) => s.parse::<usize>().or_else(|_| bad(format!("`{what}` must be a non-negative integer"))),
+        Json::Num(s) => s
+            .parse::<usize>()
+            .or_else(|_| bad(format!("`{what}` must be a non-negative integer"))),
         _ => bad(format!("`{what}` must be a non-negative integer")),
     }
 }
@@ -303,15 +323,25 @@ pub fn parse_graph_json(text: &str) -> Result<JsonGraph, JsonError> {
     let ids = |v: Option<&Json>, what: &str| -> Result<Vec<ValueId>, JsonError> {
         array(v, what)?.iter().map(id).collect()
     };
-    let mut graph = Graph { num_values: names.len(), ..Graph::default() };
+    let mut graph = Graph {
+        num_values: names.len(),
+        ..Graph::default()
+    };
     let mut hints = Vec::new();
     for (n, node) in array(doc.get("nodes"), "nodes")?.iter().enumerate() {
-        graph.nodes.push(Node { inputs: ids(node.get("inputs"), "inputs")?, outputs: ids(node.get("outputs"), "outputs")? });
+        graph.nodes.push(Node {
+            inputs: ids(node.get("inputs"), "inputs")?,
+            outputs: ids(node.get("outputs"), "outputs")?,
+        });
         for h in array(node.get("in_place"), "in_place")? {
             let (Some(o), Some(i)) = (h.get("output"), h.get("input")) else {
                 return bad("an in_place entry needs `output` and `input`".into());
             };
-            hints.push(InPlaceHint { node: n, output: uint(o, "output")?, input: uint(i, "input")? });
+            hints.push(InPlaceHint {
+                node: n,
+                output: uint(o, "output")?,
+                input: uint(i, "input")?,
+            });
         }
     }
     graph.inputs = ids(doc.get("inputs"), "inputs")?;
@@ -323,8 +353,18 @@ pub fn parse_graph_json(text: &str) -> Result<JsonGraph, JsonError> {
         };
         views.insert(id(view)?, id(source)?);
     }
-    let alignment = doc.get("alignment").map(|a| uint(a, "alignment")).transpose()?;
-    Ok(JsonGraph { graph, views, hints, names, sizes, alignment })
+    let alignment = doc
+        .get("alignment")
+        .map(|a| uint(a, "alignment"))
+        .transpose()?;
+    Ok(JsonGraph {
+        graph,
+        views,
+        hints,
+        names,
+        sizes,
+        alignment,
+    })
 }
 
 #[cfg(test)]
@@ -333,7 +373,17 @@ mod tests {
 
     #[test]
     fn rejects_garbage_without_panicking() {
-        for text in ["", "{", "[[[", "\"\\u12", "{\"a\" 1}", "nul", "[1,]x", "{\"values\": 3}", "\u{0}"] {
+        for text in [
+            "",
+            "{",
+            "[[[",
+            "\"\\u12",
+            "{\"a\" 1}",
+            "nul",
+            "[1,]x",
+            "{\"values\": 3}",
+            "\u{0}",
+        ] {
             assert!(parse_graph_json(text).is_err(), "{text:?}");
         }
         let deep = "[".repeat(100) + &"]".repeat(100);
@@ -342,6 +392,9 @@ mod tests {
 
     #[test]
     fn reads_escapes() {
-        assert_eq!(parse_json(r#""a\n\u0041""#).unwrap(), Json::Str("a\nA".into()));
+        assert_eq!(
+            parse_json(r#""a\n\u0041""#).unwrap(),
+            Json::Str("a\nA".into())
+        );
     }
 }

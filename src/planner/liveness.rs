@@ -86,9 +86,13 @@ pub fn compute_liveness(graph: &Graph, views: &ViewMap) -> Result<Liveness, Plan
             return Err(PlanError::BadView { value: view });
         }
         // A view must not exist before the buffer it aliases.
-        if let (Def::Node(dv), Def::Node(ds)) = (def[view.index()], def[root[view.index()].index()]) {
+        if let (Def::Node(dv), Def::Node(ds)) = (def[view.index()], def[root[view.index()].index()])
+        {
             if dv < ds {
-                return Err(PlanError::NotTopological { value: view, node: dv });
+                return Err(PlanError::NotTopological {
+                    value: view,
+                    node: dv,
+                });
             }
         }
     }
@@ -120,9 +124,17 @@ pub fn compute_liveness(graph: &Graph, views: &ViewMap) -> Result<Liveness, Plan
         owner[v] = Some(root[v]);
         if root[v].index() == v {
             if let Def::Node(d) = def[v] {
-                interval[v] = Some(Interval { start: d, end: end[v].max(d + 1) });
+                interval[v] = Some(Interval {
+                    start: d,
+                    end: end[v].max(d + 1),
+                });
             }
         }
     }
-    Ok(Liveness { owner, interval, last_use, num_nodes: graph.nodes.len() })
+    Ok(Liveness {
+        owner,
+        interval,
+        last_use,
+        num_nodes: graph.nodes.len(),
+    })
 }

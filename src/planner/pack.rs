@@ -28,7 +28,11 @@ pub struct SolveOptions {
 
 impl Default for SolveOptions {
     fn default() -> Self {
-        SolveOptions { max_nodes: 2_000_000, search_limit: 4000, edge_limit: 1_000_000 }
+        SolveOptions {
+            max_nodes: 2_000_000,
+            search_limit: 4000,
+            edge_limit: 1_000_000,
+        }
     }
 }
 
@@ -140,7 +144,10 @@ fn best_fit(bufs: &[Buffer], adj: &[Vec<u32>], order: &[usize]) -> Placement {
         offsets[i] = Some(o);
         height = height.max(o + size);
     }
-    Placement { offsets: offsets.into_iter().map(|o| o.unwrap_or(0)).collect(), height }
+    Placement {
+        offsets: offsets.into_iter().map(|o| o.unwrap_or(0)).collect(),
+        height,
+    }
 }
 
 /// Plans offsets for `buffers` (see the module docs). `budget` may carry a
@@ -162,7 +169,9 @@ pub fn solve(
     let naive_bytes = check_buffers(buffers)?;
     let lb = lower_bound(buffers);
     // Work on the non-trivial buffers only; trivial ones sit at offset 0.
-    let keep: Vec<usize> = (0..buffers.len()).filter(|&i| !buffers[i].is_trivial()).collect();
+    let keep: Vec<usize> = (0..buffers.len())
+        .filter(|&i| !buffers[i].is_trivial())
+        .collect();
     let bufs: Vec<Buffer> = keep.iter().map(|&i| buffers[i]).collect();
     let (span, nsec) = sections(&bufs);
     let orders = orderings(&bufs);
@@ -174,26 +183,39 @@ pub fn solve(
     };
     // Longest-first skyline passes re-queue buffers often on long traces:
     // large problems keep the area order, the best on the real traces.
-    let sky_orders: &[Vec<usize>] = if bufs.len() > 8000 { &orders[1..2] } else { &orders };
+    let sky_orders: &[Vec<usize>] = if bufs.len() > 8000 {
+        &orders[1..2]
+    } else {
+        &orders
+    };
     for o in sky_orders {
         keep_best(skyline(&bufs, &span, nsec, o));
     }
     // Gap-filling passes need conflict lists: only when they are small.
     let edges = conflict_count(&bufs);
-    let adj = if edges <= options.edge_limit { conflicts(&bufs) } else { Vec::new() };
+    let adj = if edges <= options.edge_limit {
+        conflicts(&bufs)
+    } else {
+        Vec::new()
+    };
     if !adj.is_empty() || bufs.is_empty() {
         for o in &orders {
             keep_best(best_fit(&bufs, &adj, o));
             keep_best(place_in_order(&bufs, &adj, o));
         }
     }
-    let mut best = best.unwrap_or(Placement { offsets: Vec::new(), height: 0 });
+    let mut best = best.unwrap_or(Placement {
+        offsets: Vec::new(),
+        height: 0,
+    });
     let mut optimal = best.height <= lb;
     let mut nodes = 0;
     if !optimal && options.max_nodes > 0 && bufs.len() <= options.search_limit && !adj.is_empty() {
         let orders = search_orders(&bufs, &span, nsec);
-        let mut searches: Vec<Search<'_>> =
-            orders.iter().map(|o| Search::new(&bufs, &adj, &span, nsec, o)).collect();
+        let mut searches: Vec<Search<'_>> = orders
+            .iter()
+            .map(|o| Search::new(&bufs, &adj, &span, nsec, o))
+            .collect();
         // Known: no placement is below `lo`. Look for one at `cap`, with
         // restarts over the orderings and doubling node slices.
         let mut lo = lb;
@@ -202,18 +224,31 @@ pub fn solve(
         let mut turn = 0usize;
         let mut first_phase = true;
         while best.height > lo && nodes < options.max_nodes {
-            let cap = if first_phase { lo } else { lo + (best.height - 1 - lo) / 2 };
+            let cap = if first_phase {
+                lo
+            } else {
+                lo + (best.height - 1 - lo) / 2
+            };
             let k = searches.len();
             let s = &mut searches[turn % k];
             let left = options.max_nodes - nodes;
             let before = s.nodes;
-            let out = s.run(cap, &Budget { max_nodes: before + slice.min(left), stop: budget.stop });
+            let out = s.run(
+                cap,
+                &Budget {
+                    max_nodes: before + slice.min(left),
+                    stop: budget.stop,
+                },
+            );
             nodes += s.nodes - before;
             turn += 1;
             match out {
                 Outcome::Found => {
                     if let Some((offs, h)) = s.best.take() {
-                        best = Placement { offsets: offs, height: h };
+                        best = Placement {
+                            offsets: offs,
+                            height: h,
+                        };
                     }
                 }
                 Outcome::Exhausted => {
@@ -231,7 +266,7 @@ pub fn solve(
                         // Not proven, but give up on this capacity.
                         lo = cap + 1;
                     }
-                    if first_phase && nodes * 4 >= options.max_nodes {
+                    if first_phase && nodes >= (options.max_nodes / 4).min(400_000) {
                         first_phase = false;
                     }
                 }
@@ -243,10 +278,94 @@ pub fn solve(
     for (k, &i) in keep.iter().enumerate() {
         offsets[i] = best.offsets[k];
     }
-    let placement = Placement { offsets, height: best.height };
+    let placement = Placement {
+        offsets,
+        height: best.height,
+    };
     debug_assert_eq!(
         super::validate::validate_placement(buffers, &placement, 1),
         Ok(())
     );
-    Ok(Solution { placement, lower_bound: lb, naive_bytes, optimal, nodes })
+    Ok(Solution {
+        placement,
+        lower_bound: lb,
+        naive_bytes,
+        optimal,
+        nodes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::planner::validate::validate_placement;
+
+    fn run(bufs: &[Buffer], max_nodes: u64) -> Solution {
+        let opts = SolveOptions {
+            max_nodes,
+            ..SolveOptions::default()
+        };
+        solve(bufs, &opts, &Budget::nodes(u64::MAX)).unwrap()
+    }
+
+    #[test]
+    fn search_closes_a_gap_the_constructive_leaves() {
+        // A staircase where size-first packing wastes space.
+        let bufs = [
+            Buffer::new(0, 2, 2),
+            Buffer::new(1, 4, 3),
+            Buffer::new(3, 6, 2),
+            Buffer::new(0, 1, 3),
+            Buffer::new(2, 3, 2),
+            Buffer::new(4, 6, 3),
+            Buffer::new(5, 7, 1),
+        ];
+        let sol = run(&bufs, 100_000);
+        assert_eq!(validate_placement(&bufs, &sol.placement, 1), Ok(()));
+        assert!(sol.optimal);
+        assert!(sol.placement.height >= sol.lower_bound);
+        assert!(sol.placement.height <= greedy_height(&bufs));
+    }
+
+    fn greedy_height(bufs: &[Buffer]) -> usize {
+        crate::planner::greedy::greedy_by_size(bufs).height
+    }
+
+    #[test]
+    fn trivial_and_empty_inputs() {
+        assert_eq!(run(&[], 10).placement.height, 0);
+        let bufs = [
+            Buffer::new(3, 3, 100),
+            Buffer::new(0, 5, 0),
+            Buffer::new(0, 1, 7),
+        ];
+        let sol = run(&bufs, 10);
+        assert_eq!(sol.placement.height, 7);
+        assert!(sol.optimal);
+        assert_eq!(sol.naive_bytes, 107);
+    }
+
+    #[test]
+    fn reversed_range_is_an_error() {
+        let opts = SolveOptions::default();
+        assert!(solve(&[Buffer::new(5, 1, 1)], &opts, &Budget::nodes(1)).is_err());
+    }
+
+    #[test]
+    fn stop_callback_ends_the_search() {
+        let bufs: Vec<Buffer> = (0..12)
+            .map(|i| Buffer::new(i % 5, i % 5 + 3, 1 + (i * 7) % 5))
+            .collect();
+        let stop = || true;
+        let sol = solve(
+            &bufs,
+            &SolveOptions::default(),
+            &Budget {
+                max_nodes: u64::MAX,
+                stop: Some(&stop),
+            },
+        )
+        .unwrap();
+        assert_eq!(validate_placement(&bufs, &sol.placement, 1), Ok(()));
+    }
 }

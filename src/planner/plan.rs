@@ -19,7 +19,10 @@ pub struct PlanOptions {
 
 impl Default for PlanOptions {
     fn default() -> Self {
-        PlanOptions { alignment: 64, solve: SolveOptions::default() }
+        PlanOptions {
+            alignment: 64,
+            solve: SolveOptions::default(),
+        }
     }
 }
 
@@ -80,7 +83,9 @@ pub enum PlanStatus {
 }
 
 fn align_up(size: usize, align: usize) -> Result<usize, PlanError> {
-    size.checked_add(align - 1).map(|s| s & !(align - 1)).ok_or(PlanError::Overflow)
+    size.checked_add(align - 1)
+        .map(|s| s & !(align - 1))
+        .ok_or(PlanError::Overflow)
 }
 
 /// Packs buffers given directly by live range and size: the entry point for
@@ -101,7 +106,12 @@ pub fn plan_intervals(buffers: &[Buffer], options: &PlanOptions) -> Result<Solut
     }
     let aligned = buffers
         .iter()
-        .map(|b| Ok(Buffer { size: align_up(b.size, align)?, ..*b }))
+        .map(|b| {
+            Ok(Buffer {
+                size: align_up(b.size, align)?,
+                ..*b
+            })
+        })
         .collect::<Result<Vec<_>, PlanError>>()?;
     solve(&aligned, &options.solve, &Budget::nodes(u64::MAX)).map_err(|e: IntervalError| e.into())
 }
@@ -199,7 +209,10 @@ pub fn plan_with_budget(
         .map(|(b, &offset)| SlotInfo {
             offset,
             size: b.size,
-            live: Interval { start: b.lower, end: b.upper },
+            live: Interval {
+                start: b.lower,
+                end: b.upper,
+            },
         })
         .collect();
     let slot_of = live
@@ -241,7 +254,11 @@ fn in_place_groups(
     let n = graph.num_values;
     let mut groups = Groups((0..n).collect());
     // Per group root: current end, the size it was made with, node it was last taken at.
-    let mut end: Vec<usize> = live.interval.iter().map(|iv| iv.map_or(0, |iv| iv.end)).collect();
+    let mut end: Vec<usize> = live
+        .interval
+        .iter()
+        .map(|iv| iv.map_or(0, |iv| iv.end))
+        .collect();
     let mut taken = vec![usize::MAX; n];
     let mut is_output = vec![false; n];
     for &o in &graph.outputs {
@@ -253,7 +270,10 @@ fn in_place_groups(
     order.sort_by_key(|&k| hints[k].node);
     for k in order {
         let h = hints[k];
-        let node = graph.nodes.get(h.node).ok_or(PlanError::BadHint { index: k })?;
+        let node = graph
+            .nodes
+            .get(h.node)
+            .ok_or(PlanError::BadHint { index: k })?;
         let (&out, &inp) = match (node.outputs.get(h.output), node.inputs.get(h.input)) {
             (Some(o), Some(i)) => (o, i),
             _ => return Err(PlanError::BadHint { index: k }),
@@ -264,7 +284,12 @@ fn in_place_groups(
         };
         let g = groups.find(r.index());
         let fits = sizes[out.index()] <= sizes[g];
-        if end[g] == h.node + 1 && !is_output[r.index()] && taken[g] != h.node && fits && g != out.index() {
+        if end[g] == h.node + 1
+            && !is_output[r.index()]
+            && taken[g] != h.node
+            && fits
+            && g != out.index()
+        {
             groups.0[out.index()] = g;
             end[g] = end[out.index()];
             taken[g] = h.node;
@@ -306,7 +331,11 @@ pub fn validate(
     if plan.slot_of.len() != graph.num_values {
         return Err(ValidateError::LengthMismatch);
     }
-    let slot = |v: usize| plan.slot_of[v].map(|s| s.0 as usize).filter(|&s| s < plan.slots.len());
+    let slot = |v: usize| {
+        plan.slot_of[v]
+            .map(|s| s.0 as usize)
+            .filter(|&s| s < plan.slots.len())
+    };
     // Members of each slot: planned owners, by start.
     let mut members: Vec<Vec<(Interval, usize)>> = vec![Vec::new(); plan.slots.len()];
     for v in 0..graph.num_values {
@@ -314,7 +343,9 @@ pub fn validate(
         if owner.is_some() != plan.slot_of[v].is_some() {
             return Err(ValidateError::Unplaced { value: v });
         }
-        let Some(s) = owner.map(|_| slot(v)) else { continue };
+        let Some(s) = owner.map(|_| slot(v)) else {
+            continue;
+        };
         let s = s.ok_or(ValidateError::Unplaced { value: v })?;
         if let Some(iv) = live.interval[v] {
             let need = size(ValueId(v as u32)).ok_or(ValidateError::Unplaced { value: v })?;
@@ -339,7 +370,10 @@ pub fn validate(
         m.sort_unstable_by_key(|&(iv, v)| (iv.start, v));
         for w in m.windows(2) {
             if w[1].0.start + 1 < w[0].0.end {
-                return Err(ValidateError::Overlap { a: w[0].1, b: w[1].1 });
+                return Err(ValidateError::Overlap {
+                    a: w[0].1,
+                    b: w[1].1,
+                });
             }
         }
     }
@@ -351,7 +385,10 @@ pub fn validate(
             return Err(ValidateError::ViewOutlivesSource { view: o.index() });
         }
         if let Some(&(_, by)) = members[s].iter().find(|(iv, _)| iv.start > def) {
-            return Err(ValidateError::OutputReused { output: o.index(), by });
+            return Err(ValidateError::OutputReused {
+                output: o.index(),
+                by,
+            });
         }
     }
     let bufs: Vec<Buffer> = plan
@@ -361,6 +398,49 @@ pub fn validate(
         .collect();
     let offsets: Vec<usize> = plan.slots.iter().map(|s| s.offset).collect();
     // Report overlaps by a value of each slot.
-    let first: Vec<usize> = members.iter().map(|m| m.first().map_or(usize::MAX, |&(_, v)| v)).collect();
+    let first: Vec<usize> = members
+        .iter()
+        .map(|m| m.first().map_or(usize::MAX, |&(_, v)| v))
+        .collect();
     validate_with_ids(&bufs, &offsets, plan.height, plan.alignment, |s| first[s])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::planner::graph::Node;
+
+    #[test]
+    fn diamond_plan_validates() {
+        let v = ValueId;
+        // x -> a, x -> b, (a, b) -> c
+        let g = Graph {
+            num_values: 4,
+            nodes: vec![
+                Node {
+                    inputs: vec![v(0)],
+                    outputs: vec![v(1)],
+                },
+                Node {
+                    inputs: vec![v(0)],
+                    outputs: vec![v(2)],
+                },
+                Node {
+                    inputs: vec![v(1), v(2)],
+                    outputs: vec![v(3)],
+                },
+            ],
+            inputs: vec![v(0)],
+            outputs: vec![v(3)],
+        };
+        let size = |x: ValueId| Some(10 * (x.0 as usize + 1));
+        let PlanStatus::Ready(p) =
+            plan(&g, &ViewMap::new(), &[], size, &PlanOptions::default()).unwrap()
+        else {
+            panic!("sizes are known")
+        };
+        assert_eq!(validate(&g, &ViewMap::new(), &p, size), Ok(()));
+        assert_eq!(p.height, 3 * 64);
+        assert_eq!(p.offset_of(v(0)), None);
+    }
 }

@@ -40,7 +40,10 @@ pub struct Budget<'a> {
 impl Budget<'_> {
     /// A budget of `max_nodes` nodes and no callback.
     pub const fn nodes(max_nodes: u64) -> Self {
-        Budget { max_nodes, stop: None }
+        Budget {
+            max_nodes,
+            stop: None,
+        }
     }
 }
 
@@ -121,7 +124,11 @@ impl<'a> Search<'a> {
         let mut class = vec![0u32; n];
         for w in 1..n {
             let (p, i) = (by_shape[w - 1], by_shape[w]);
-            class[i] = if bufs[p] == bufs[i] { class[p] } else { w as u32 };
+            class[i] = if bufs[p] == bufs[i] {
+                class[p]
+            } else {
+                w as u32
+            };
         }
         let mut rem = vec![0usize; sections];
         for (i, b) in bufs.iter().enumerate() {
@@ -330,7 +337,11 @@ impl<'a> Search<'a> {
             let cap = self.cap as u64 + 1;
             let mut packed: Vec<u64> = std::mem::take(&mut self.packed);
             packed.clear();
-            packed.extend(self.effs.iter().map(|&(e, i)| ((e as u64).min(cap) << 16) | i as u64));
+            packed.extend(
+                self.effs
+                    .iter()
+                    .map(|&(e, i)| ((e as u64).min(cap) << 16) | i as u64),
+            );
             packed.sort_unstable();
             for (slot, &k) in self.effs.iter_mut().zip(&packed) {
                 *slot = ((k >> 16) as usize, (k & 0xffff) as u32);
@@ -343,7 +354,7 @@ impl<'a> Search<'a> {
         self.low.clear();
         self.low.resize(b - a, usize::MAX);
         self.next.clear();
-        self.next.extend((0..=(b - a) as u32).map(|k| k));
+        self.next.extend(0..=(b - a) as u32);
         fn find(next: &mut [u32], mut k: u32) -> u32 {
             while next[k as usize] != k {
                 let up = next[next[k as usize] as usize];
@@ -378,7 +389,13 @@ impl<'a> Search<'a> {
         }
         let rank = &self.rank;
         self.kids[start..].sort_unstable_by_key(|&i| rank[i as usize]);
-        Some(Frame { x, kids: (start, self.kids.len()), next: 0, mark: self.trail.len(), range })
+        Some(Frame {
+            x,
+            kids: (start, self.kids.len()),
+            next: 0,
+            mark: self.trail.len(),
+            range,
+        })
     }
 
     /// Looks for a placement of height at most `cap`; stops at the first one
@@ -422,14 +439,18 @@ impl<'a> Search<'a> {
             if i > 0 {
                 // The previous sibling's orders are explored: forbid it at x.
                 let prev = self.kids[k0 + i - 1] as usize;
-                self.trail.push(Undo::MinOff(prev as u32, self.minoff[prev]));
+                self.trail
+                    .push(Undo::MinOff(prev as u32, self.minoff[prev]));
                 self.minoff[prev] = x + 1;
                 self.stack[top].mark = self.trail.len();
             }
             if k0 + i < k1 {
                 let b = self.kids[k0 + i] as usize;
                 let cls = self.class[b];
-                if self.kids[k0..k0 + i].iter().any(|&p| self.class[p as usize] == cls) {
+                if self.kids[k0..k0 + i]
+                    .iter()
+                    .any(|&p| self.class[p as usize] == cls)
+                {
                     continue;
                 }
                 if !self.place(b, x) {

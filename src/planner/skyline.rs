@@ -23,7 +23,11 @@ struct MaxTree {
 impl MaxTree {
     fn new(n: usize) -> Self {
         let size = 4 * n.max(1);
-        MaxTree { n, max: vec![0; size], tag: vec![0; size] }
+        MaxTree {
+            n,
+            max: vec![0; size],
+            tag: vec![0; size],
+        }
     }
 
     fn raise(&mut self, l: usize, r: usize, v: usize) {
@@ -64,7 +68,12 @@ impl MaxTree {
 
 /// Skyline placement of `bufs` (non-trivial ones; `span` from
 /// [`sections`](super::interval::sections)), ties broken by `rank`.
-pub(crate) fn skyline(bufs: &[Buffer], span: &[(u32, u32)], nsec: usize, order: &[usize]) -> Placement {
+pub(crate) fn skyline(
+    bufs: &[Buffer],
+    span: &[(u32, u32)],
+    nsec: usize,
+    order: &[usize],
+) -> Placement {
     let n = bufs.len();
     let mut rank = vec![0u32; n];
     for (r, &i) in order.iter().enumerate() {
@@ -88,4 +97,22 @@ pub(crate) fn skyline(bufs: &[Buffer], span: &[(u32, u32)], nsec: usize, order: 
         tree.raise(lo as usize, hi as usize, top);
     }
     Placement { offsets, height }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::planner::interval::sections;
+    use crate::planner::validate::validate_placement;
+
+    #[test]
+    fn skyline_placements_are_valid() {
+        let bufs: Vec<Buffer> = (0..20)
+            .map(|i| Buffer::new(i % 7, i % 7 + 1 + i % 4, 1 + (i * 13) % 9))
+            .collect();
+        let (span, nsec) = sections(&bufs);
+        let order: Vec<usize> = (0..bufs.len()).collect();
+        let p = skyline(&bufs, &span, nsec, &order);
+        assert_eq!(validate_placement(&bufs, &p, 1), Ok(()));
+    }
 }

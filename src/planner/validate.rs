@@ -1,7 +1,8 @@
 //! Checks that a placement or an activation plan is safe to run.
 //!
 //! [`validate_placement`] checks the interval problem (no two conflicting
-//! buffers share a byte, alignment, height) in O(n log n) with a sweep over
+//! buffers share a byte, alignment, height; a buffer never live is exempt
+//! from the height) in O(n log n) with a sweep over
 //! time that keeps the live buffers ordered by offset: the live set is
 //! pairwise disjoint, so a new buffer can only overlap its neighbours there.
 //! [`validate`](super::validate) checks a whole [`ActivationPlan`](super::ActivationPlan)
@@ -57,7 +58,9 @@ impl fmt::Display for ValidateError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ValidateError::LengthMismatch => write!(f, "one offset per buffer expected"),
-            ValidateError::Overlap { a, b } => write!(f, "{a} and {b} are live together and overlap"),
+            ValidateError::Overlap { a, b } => {
+                write!(f, "{a} and {b} are live together and overlap")
+            }
             ValidateError::Misaligned { index } => write!(f, "{index} is misaligned"),
             ValidateError::AboveHeight { index } => write!(f, "{index} ends above the height"),
             ValidateError::OutputReused { output, by } => {
@@ -74,8 +77,8 @@ impl fmt::Display for ValidateError {
 impl std::error::Error for ValidateError {}
 
 /// Checks a placement: conflicting buffers are disjoint in memory, every
-/// offset is a multiple of `alignment` (1 for none), and every buffer ends at
-/// or below `placement.height`.
+/// offset is a multiple of `alignment` (1 for none), and every buffer that is
+/// ever live ends at or below `placement.height`.
 ///
 /// ```
 /// use warmarena::planner::{validate_placement, Buffer, Placement};
@@ -90,7 +93,13 @@ pub fn validate_placement(
     placement: &Placement,
     alignment: usize,
 ) -> Result<(), ValidateError> {
-    validate_with_ids(buffers, &placement.offsets, placement.height, alignment, |i| i)
+    validate_with_ids(
+        buffers,
+        &placement.offsets,
+        placement.height,
+        alignment,
+        |i| i,
+    )
 }
 
 /// [`validate_placement`] reporting buffer `i` as `id(i)`.
@@ -111,7 +120,7 @@ pub(crate) fn validate_with_ids(
             return Err(ValidateError::Misaligned { index: id(i) });
         }
         match o.checked_add(b.size) {
-            Some(top) if b.size == 0 || top <= height => {}
+            Some(top) if b.is_trivial() || top <= height => {}
             _ => return Err(ValidateError::AboveHeight { index: id(i) }),
         }
         if !b.is_trivial() {
@@ -153,10 +162,20 @@ mod tests {
 
     #[test]
     fn finds_overlap_and_misalignment() {
-        let bufs = [Buffer::new(0, 10, 4), Buffer::new(5, 6, 4), Buffer::new(10, 12, 4)];
-        let ok = Placement { offsets: vec![0, 4, 0], height: 8 };
+        let bufs = [
+            Buffer::new(0, 10, 4),
+            Buffer::new(5, 6, 4),
+            Buffer::new(10, 12, 4),
+        ];
+        let ok = Placement {
+            offsets: vec![0, 4, 0],
+            height: 8,
+        };
         assert_eq!(validate_placement(&bufs, &ok, 4), Ok(()));
-        let clash = Placement { offsets: vec![0, 2, 0], height: 8 };
+        let clash = Placement {
+            offsets: vec![0, 2, 0],
+            height: 8,
+        };
         assert_eq!(
             validate_placement(&bufs, &clash, 1),
             Err(ValidateError::Overlap { a: 0, b: 1 })
@@ -165,7 +184,10 @@ mod tests {
             validate_placement(&bufs, &clash, 4),
             Err(ValidateError::Misaligned { index: 1 })
         );
-        let high = Placement { offsets: vec![0, 4, 0], height: 7 };
+        let high = Placement {
+            offsets: vec![0, 4, 0],
+            height: 7,
+        };
         assert_eq!(
             validate_placement(&bufs, &high, 1),
             Err(ValidateError::AboveHeight { index: 1 })
@@ -175,7 +197,10 @@ mod tests {
     #[test]
     fn same_offset_both_live_is_an_overlap() {
         let bufs = [Buffer::new(0, 3, 4), Buffer::new(1, 2, 4)];
-        let p = Placement { offsets: vec![0, 0], height: 4 };
+        let p = Placement {
+            offsets: vec![0, 0],
+            height: 4,
+        };
         assert!(validate_placement(&bufs, &p, 1).is_err());
     }
 }
