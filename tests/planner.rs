@@ -641,3 +641,72 @@ fn planner_s1_large_trace() {
         assert_within(&path, 0, 5000);
     }
 }
+
+/// Optimum by brute force: the best lowest-fit placement over all orders
+/// (placing a solution's buffers by increasing offset at their lowest fit
+/// never raises any of them, so some order reaches the optimum).
+fn brute_force(bufs: &[Buffer]) -> usize {
+    fn go(bufs: &[Buffer], used: &mut Vec<bool>, offs: &mut Vec<(usize, usize)>, best: &mut usize) {
+        let cur = offs
+            .iter()
+            .map(|&(i, o)| o + bufs[i].size)
+            .max()
+            .unwrap_or(0);
+        if cur >= *best {
+            return;
+        }
+        if offs.len() == bufs.len() {
+            *best = cur;
+            return;
+        }
+        for i in 0..bufs.len() {
+            if used[i] {
+                continue;
+            }
+            let mut taken: Vec<(usize, usize)> = offs
+                .iter()
+                .filter(|&&(j, _)| bufs[i].conflicts(&bufs[j]))
+                .map(|&(j, o)| (o, o + bufs[j].size))
+                .collect();
+            taken.sort_unstable();
+            let mut at = 0;
+            for (lo, hi) in taken {
+                if lo >= at + bufs[i].size {
+                    break;
+                }
+                at = at.max(hi);
+            }
+            used[i] = true;
+            offs.push((i, at));
+            go(bufs, used, offs, best);
+            offs.pop();
+            used[i] = false;
+        }
+    }
+    let mut best = usize::MAX;
+    go(
+        bufs,
+        &mut vec![false; bufs.len()],
+        &mut Vec::new(),
+        &mut best,
+    );
+    if bufs.is_empty() {
+        0
+    } else {
+        best
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    #[test]
+    fn proven_optimal_heights_match_brute_force(
+        raw in prop::collection::vec((0usize..6, 1usize..5, 1usize..9), 1..8)
+    ) {
+        let bufs: Vec<Buffer> = raw.into_iter().map(|(lo, len, size)| Buffer::new(lo, lo + len, size)).collect();
+        let sol = solve_nodes(&bufs, 1_000_000);
+        prop_assert!(sol.optimal);
+        prop_assert_eq!(sol.placement.height, brute_force(&bufs));
+    }
+}

@@ -33,7 +33,7 @@
 //! * [`PlanOptions::alignment`] (default 64): every offset is a multiple of
 //!   it. Raise it for kernels that need wider alignment; it costs up to
 //!   `alignment - 1` bytes per value.
-//! * [`SolveOptions::max_nodes`] (default 2 000 000): the search's node budget.
+//! * [`SolveOptions::max_nodes`] (default 500 000): the search budget in nodes.
 //!   0 keeps the constructive passes only (fastest, a few percent higher on
 //!   hard instances). A [`Budget`] can add a wall-clock stop callback.
 //! * [`SolveOptions::search_limit`] (default 4000 buffers): larger problems

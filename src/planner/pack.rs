@@ -14,8 +14,9 @@ use super::skyline::skyline;
 /// Knobs of [`solve`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SolveOptions {
-    /// Search nodes allowed in total (deterministic budget). 0 runs the
-    /// constructive passes only. Default: 2 000 000 (about a second on one core).
+    /// Search nodes allowed in total (deterministic budget; a skyline pass of
+    /// the local search counts one node per buffer). 0 runs the
+    /// constructive passes only. Default: 500 000 (about one to two seconds on the hardest instances).
     pub max_nodes: u64,
     /// Largest problem (non-trivial buffers) the exact search is tried on;
     /// larger ones get the constructive passes only. Default 4000.
@@ -29,7 +30,7 @@ pub struct SolveOptions {
 impl Default for SolveOptions {
     fn default() -> Self {
         SolveOptions {
-            max_nodes: 2_000_000,
+            max_nodes: 500_000,
             search_limit: 4000,
             edge_limit: 1_000_000,
         }
@@ -103,10 +104,15 @@ fn search_orders(bufs: &[Buffer], span: &[(u32, u32)], nsec: usize) -> Vec<Vec<u
         .collect();
     let width = |i: usize| (span[i].1 - span[i].0) as u128;
     let area = |i: usize| bufs[i].size as u128 * (bufs[i].upper - bufs[i].lower) as u128;
-    let keys: [&dyn Fn(usize) -> [u128; 3]; 3] = [
+    let size = |i: usize| bufs[i].size as u128;
+    let keys: [&dyn Fn(usize) -> [u128; 3]; 7] = [
         &|i| [total[i], width(i), area(i)],
         &|i| [width(i), area(i), total[i]],
         &|i| [total[i], area(i), width(i)],
+        &|i| [size(i), width(i), total[i]],
+        &|i| [area(i), total[i], 0],
+        &|i| [total[i], size(i), width(i)],
+        &|i| [width(i), size(i), total[i]],
     ];
     keys.iter()
         .map(|key| {
@@ -115,6 +121,71 @@ fn search_orders(bufs: &[Buffer], span: &[(u32, u32)], nsec: usize) -> Vec<Vec<u
             o
         })
         .collect()
+}
+
+/// Hill climbing over skyline orders: perturb the best order (a few
+/// random swaps, seeded, so runs repeat), keep the result when it is no
+/// higher. Each skyline pass counts as one node per buffer. Returns the
+/// nodes spent.
+#[allow(clippy::too_many_arguments)]
+fn improve_order(
+    bufs: &[Buffer],
+    span: &[(u32, u32)],
+    nsec: usize,
+    orders: &[Vec<usize>],
+    best: &mut Placement,
+    lb: usize,
+    work: u64,
+    budget: &Budget<'_>,
+) -> u64 {
+    let n = bufs.len();
+    if n < 2 {
+        return 0;
+    }
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut rand = move |m: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % m as u64) as usize
+    };
+    // Start from the ordering whose skyline is lowest.
+    let mut order = orders[0].clone();
+    let mut cur = usize::MAX;
+    for o in orders {
+        let h = skyline(bufs, span, nsec, o).height;
+        if h < cur {
+            cur = h;
+            order = o.clone();
+        }
+    }
+    let mut spent = 0u64;
+    let mut cand = order.clone();
+    while spent < work && best.height > lb {
+        if spent % (64 * n as u64) < n as u64 && budget.stop.is_some_and(|f| f()) {
+            break;
+        }
+        cand.copy_from_slice(&order);
+        for _ in 0..1 + rand(3) {
+            let i = rand(n);
+            let j = if rand(2) == 0 {
+                rand(n)
+            } else {
+                (i + 1 + rand(8)).min(n - 1)
+            };
+            cand.swap(i, j);
+        }
+        let p = skyline(bufs, span, nsec, &cand);
+        spent += n as u64;
+        if p.height <= cur {
+            cur = p.height;
+            std::mem::swap(&mut order, &mut cand);
+            if p.height < best.height {
+                *best = p;
+            }
+        }
+    }
+    spent
 }
 
 /// Best fit: each buffer goes into the smallest gap between its placed
@@ -210,69 +281,79 @@ pub fn solve(
     });
     let mut optimal = best.height <= lb;
     let mut nodes = 0;
-    if !optimal && options.max_nodes > 0 && bufs.len() <= options.search_limit && !adj.is_empty() {
+    let searchable = bufs.len() <= options.search_limit && !adj.is_empty();
+    // Two thirds of the budget go to the exact search, the rest to a local
+    // search over skyline orders when the search could not prove a height.
+    let search_nodes = options.max_nodes - options.max_nodes / 3;
+    if !optimal && search_nodes > 0 && searchable {
         let orders = search_orders(&bufs, &span, nsec);
         let mut searches: Vec<Search<'_>> = orders
             .iter()
             .map(|o| Search::new(&bufs, &adj, &span, nsec, o))
             .collect();
-        // Known: no placement is below `lo`. Look for one at `cap`, with
-        // restarts over the orderings and doubling node slices.
-        let mut lo = lb;
+        // Two kinds of probe share the budget, round robin over the
+        // orderings with node slices that double each round (restarts
+        // tame the heavy tail of any one ordering): one looks for a
+        // placement at the lowest height not yet ruled out, one for a
+        // placement halfway between the best found and a guess of how low
+        // one can go (raised when a probe gives up).
         let mut proven = lb;
-        let mut slice = 2000u64;
-        let mut turn = 0usize;
-        let mut first_phase = true;
-        while best.height > lo && nodes < options.max_nodes {
-            let cap = if first_phase {
-                lo
-            } else {
-                lo + (best.height - 1 - lo) / 2
-            };
-            let k = searches.len();
-            let s = &mut searches[turn % k];
-            let left = options.max_nodes - nodes;
-            let before = s.nodes;
-            let out = s.run(
-                cap,
-                &Budget {
-                    max_nodes: before + slice.min(left),
-                    stop: budget.stop,
-                },
-            );
-            nodes += s.nodes - before;
-            turn += 1;
-            match out {
-                Outcome::Found => {
-                    if let Some((offs, h)) = s.best.take() {
-                        best = Placement {
-                            offsets: offs,
-                            height: h,
-                        };
+        let mut guess = lb;
+        let mut slice = 4000u64;
+        'rounds: loop {
+            for k in 0..searches.len() {
+                for probe_low in [true, false] {
+                    if best.height <= proven || nodes >= search_nodes {
+                        break 'rounds;
                     }
-                }
-                Outcome::Exhausted => {
-                    lo = cap + 1;
-                    proven = proven.max(lo);
-                }
-                Outcome::OutOfBudget => {
-                    if budget.stop.is_some_and(|f| f()) {
-                        break;
-                    }
-                    if turn % searches.len() == 0 {
-                        slice *= 2;
-                    }
-                    if !first_phase && turn % searches.len() == 0 {
-                        // Not proven, but give up on this capacity.
-                        lo = cap + 1;
-                    }
-                    if first_phase && nodes >= (options.max_nodes / 4).min(400_000) {
-                        first_phase = false;
+                    guess = guess.max(proven);
+                    let cap = if probe_low {
+                        proven
+                    } else if guess < best.height - 1 {
+                        guess + (best.height - 1 - guess) / 2
+                    } else {
+                        continue;
+                    };
+                    let s = &mut searches[k];
+                    let before = s.nodes;
+                    let limit = before + slice.min(search_nodes - nodes);
+                    let out = s.run(
+                        cap,
+                        &Budget {
+                            max_nodes: limit,
+                            stop: budget.stop,
+                        },
+                    );
+                    nodes += s.nodes - before;
+                    match out {
+                        Outcome::Found => {
+                            if let Some((offs, h)) = s.best.take() {
+                                best = Placement {
+                                    offsets: offs,
+                                    height: h,
+                                };
+                            }
+                        }
+                        Outcome::Exhausted => proven = proven.max(cap + 1),
+                        Outcome::OutOfBudget => {
+                            if budget.stop.is_some_and(|f| f()) {
+                                break 'rounds;
+                            }
+                            if !probe_low {
+                                guess = cap + 1;
+                            }
+                        }
                     }
                 }
             }
+            slice = slice.saturating_mul(2);
         }
         optimal = best.height <= proven;
+    }
+    if !optimal && searchable && !budget.stop.is_some_and(|f| f()) {
+        let work = options.max_nodes.saturating_sub(nodes);
+        nodes += improve_order(&bufs, &span, nsec, &orders, &mut best, lb, work, budget);
+        optimal = best.height <= lb;
     }
     let mut offsets = vec![0usize; buffers.len()];
     for (k, &i) in keep.iter().enumerate() {

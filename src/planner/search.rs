@@ -67,6 +67,8 @@ enum Undo {
 
 struct Frame {
     x: usize,
+    /// Whether the last child (placing none of the kids at x) is allowed.
+    skip: bool,
     kids: (usize, usize),
     next: usize,
     mark: usize,
@@ -98,6 +100,7 @@ pub(crate) struct Search<'a> {
     effs: Vec<(usize, u32)>,
     next: Vec<u32>,
     packed: Vec<u64>,
+    count: Vec<i32>,
     /// Largest height a solution may have.
     cap: usize,
     pub(crate) nodes: u64,
@@ -158,6 +161,7 @@ impl<'a> Search<'a> {
             effs: Vec::new(),
             next: Vec::new(),
             packed: Vec::new(),
+            count: Vec::new(),
             cap: usize::MAX,
             nodes: 0,
             best: None,
@@ -272,6 +276,7 @@ impl<'a> Search<'a> {
                 }
                 let f = &mut self.stack[k];
                 f.next = f.kids.1 - f.kids.0 + 1;
+                f.skip = false;
             }
             if runs.is_empty() {
                 self.runs((0, self.rem.len() as u32), &mut runs);
@@ -372,10 +377,18 @@ impl<'a> Search<'a> {
                 k = find(&mut self.next, k + 1);
             }
         }
+        // A section whose stack starts at x with no slack must get one of
+        // its buffers at x: branch only on those, for the section with
+        // the fewest (no "none at x" child: it would leave a gap there).
+        let mut tight = false;
         for s in a..b {
             let r = self.rem[s];
-            if r > 0 && self.low[s - a].max(self.floor[s]) + r > self.cap {
+            let base = self.low[s - a].max(self.floor[s]);
+            if r > 0 && base + r > self.cap {
                 return None;
+            }
+            if r > 0 && base == x && base + r == self.cap {
+                tight = true;
             }
         }
         let start = self.kids.len();
@@ -387,10 +400,49 @@ impl<'a> Search<'a> {
                 self.kids.push(i);
             }
         }
+        let mut skip = true;
+        if tight {
+            self.count.clear();
+            self.count.resize(b - a + 1, 0);
+            for &i in &self.kids[start..] {
+                let (lo, hi) = span[i as usize];
+                self.count[(lo - range.0) as usize] += 1;
+                self.count[(hi - range.0) as usize] -= 1;
+            }
+            let mut run = 0i32;
+            let mut pick: Option<(i32, usize)> = None;
+            for s in a..b {
+                run += self.count[s - a];
+                let base = self.low[s - a].max(self.floor[s]);
+                let r = self.rem[s];
+                if r > 0 && base == x && base + r == self.cap && pick.map_or(true, |(c, _)| run < c)
+                {
+                    pick = Some((run, s));
+                }
+            }
+            if let Some((c, s)) = pick {
+                if c == 0 {
+                    self.kids.truncate(start);
+                    return None;
+                }
+                let s = s as u32;
+                let mut w = start;
+                for k in start..self.kids.len() {
+                    let i = self.kids[k] as usize;
+                    if span[i].0 <= s && s < span[i].1 {
+                        self.kids[w] = self.kids[k];
+                        w += 1;
+                    }
+                }
+                self.kids.truncate(w);
+                skip = false;
+            }
+        }
         let rank = &self.rank;
         self.kids[start..].sort_unstable_by_key(|&i| rank[i as usize]);
         Some(Frame {
             x,
+            skip,
             kids: (start, self.kids.len()),
             next: 0,
             mark: self.trail.len(),
@@ -427,9 +479,10 @@ impl<'a> Search<'a> {
                 }
             }
             let f = &mut self.stack[top];
-            let (x, (k0, k1), i, mark, range) = (f.x, f.kids, f.next, f.mark, f.range);
+            let (x, (k0, k1), i, mark, range, skip) =
+                (f.x, f.kids, f.next, f.mark, f.range, f.skip);
             self.undo_to(mark);
-            if k0 + i > k1 {
+            if k0 + i > k1 || (k0 + i == k1 && !skip) {
                 self.kids.truncate(k0);
                 self.stack.pop();
                 continue;
