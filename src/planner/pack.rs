@@ -269,10 +269,14 @@ pub fn solve(
     } else {
         Vec::new()
     };
-    if !adj.is_empty() || bufs.is_empty() {
-        for o in &orders {
+    if !adj.is_empty() {
+        // Large problems keep the two best-fit passes that win most often.
+        let large = bufs.len() > 4000;
+        for o in &orders[..if large { 2 } else { orders.len() }] {
             keep_best(best_fit(&bufs, &adj, o));
-            keep_best(place_in_order(&bufs, &adj, o));
+            if !large {
+                keep_best(place_in_order(&bufs, &adj, o));
+            }
         }
     }
     let mut best = best.unwrap_or(Placement {
@@ -301,7 +305,7 @@ pub fn solve(
         let mut guess = lb;
         let mut slice = 4000u64;
         'rounds: loop {
-            for k in 0..searches.len() {
+            for s in searches.iter_mut() {
                 for probe_low in [true, false] {
                     if best.height <= proven || nodes >= search_nodes {
                         break 'rounds;
@@ -314,7 +318,6 @@ pub fn solve(
                     } else {
                         continue;
                     };
-                    let s = &mut searches[k];
                     let before = s.nodes;
                     let limit = before + slice.min(search_nodes - nodes);
                     let out = s.run(

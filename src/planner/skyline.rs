@@ -13,7 +13,10 @@ use std::collections::BinaryHeap;
 
 use super::interval::{Buffer, Placement};
 
-/// Range "raise to at least v" and range max over `n` leaves.
+/// Range "raise to at least v" and range max over `n` leaves, bottom up:
+/// `max[k]` is the largest value in node `k`'s subtree, `tag[k]` a raise
+/// applied to all of it. Every node covering part of a query range has its
+/// pending raises on the paths from the two boundary leaves to the root.
 struct MaxTree {
     n: usize,
     max: Vec<usize>,
@@ -21,48 +24,71 @@ struct MaxTree {
 }
 
 impl MaxTree {
-    fn new(n: usize) -> Self {
-        let size = 4 * n.max(1);
+    fn new(leaves: usize) -> Self {
+        let n = leaves.max(1).next_power_of_two();
         MaxTree {
             n,
-            max: vec![0; size],
-            tag: vec![0; size],
+            max: vec![0; 2 * n],
+            tag: vec![0; 2 * n],
         }
     }
 
     fn raise(&mut self, l: usize, r: usize, v: usize) {
-        self.raise_at(1, 0, self.n, l, r, v);
-    }
-
-    fn raise_at(&mut self, k: usize, lo: usize, hi: usize, l: usize, r: usize, v: usize) {
-        if r <= lo || hi <= l {
+        if l >= r {
             return;
         }
-        self.max[k] = self.max[k].max(v);
-        if l <= lo && hi <= r {
-            self.tag[k] = self.tag[k].max(v);
-            return;
+        let (mut a, mut b) = (l + self.n, r + self.n);
+        while a < b {
+            if a & 1 == 1 {
+                self.max[a] = self.max[a].max(v);
+                self.tag[a] = self.tag[a].max(v);
+                a += 1;
+            }
+            if b & 1 == 1 {
+                b -= 1;
+                self.max[b] = self.max[b].max(v);
+                self.tag[b] = self.tag[b].max(v);
+            }
+            a >>= 1;
+            b >>= 1;
         }
-        let mid = (lo + hi) / 2;
-        self.raise_at(2 * k, lo, mid, l, r, v);
-        self.raise_at(2 * k + 1, mid, hi, l, r, v);
+        for leaf in [l + self.n, r - 1 + self.n] {
+            let mut k = leaf >> 1;
+            // No early exit: a covering node on this path already holds v,
+            // its ancestors may not.
+            while k >= 1 {
+                self.max[k] = self.max[k].max(v);
+                k >>= 1;
+            }
+        }
     }
 
     fn query(&self, l: usize, r: usize) -> usize {
-        self.query_at(1, 0, self.n, l, r)
-    }
-
-    fn query_at(&self, k: usize, lo: usize, hi: usize, l: usize, r: usize) -> usize {
-        if r <= lo || hi <= l {
+        if l >= r {
             return 0;
         }
-        if l <= lo && hi <= r {
-            return self.max[k];
+        let mut res = 0;
+        let (mut a, mut b) = (l + self.n, r + self.n);
+        while a < b {
+            if a & 1 == 1 {
+                res = res.max(self.max[a]);
+                a += 1;
+            }
+            if b & 1 == 1 {
+                b -= 1;
+                res = res.max(self.max[b]);
+            }
+            a >>= 1;
+            b >>= 1;
         }
-        let mid = (lo + hi) / 2;
-        self.tag[k]
-            .max(self.query_at(2 * k, lo, mid, l, r))
-            .max(self.query_at(2 * k + 1, mid, hi, l, r))
+        for leaf in [l + self.n, r - 1 + self.n] {
+            let mut k = leaf >> 1;
+            while k >= 1 {
+                res = res.max(self.tag[k]);
+                k >>= 1;
+            }
+        }
+        res
     }
 }
 
@@ -104,6 +130,29 @@ mod tests {
     use super::*;
     use crate::planner::interval::sections;
     use crate::planner::validate::validate_placement;
+
+    #[test]
+    fn tree_matches_a_plain_array() {
+        let mut tree = MaxTree::new(37);
+        let mut plain = [0usize; 37];
+        let mut seed = 7u64;
+        for step in 0..2000 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let l = (seed >> 33) as usize % 37;
+            let r = l + 1 + (seed >> 40) as usize % (37 - l);
+            if step % 2 == 0 {
+                let v = (seed >> 20) as usize % 100;
+                tree.raise(l, r, v);
+                for x in &mut plain[l..r] {
+                    *x = (*x).max(v);
+                }
+            } else {
+                assert_eq!(tree.query(l, r), plain[l..r].iter().copied().max().unwrap());
+            }
+        }
+    }
 
     #[test]
     fn skyline_placements_are_valid() {
