@@ -247,10 +247,13 @@ pub fn solve(
     let (span, nsec) = sections(&bufs);
     let orders = orderings(&bufs);
     let mut best: Option<Placement> = None;
+    // Keeps the lowest placement; true once it reaches the bound (the
+    // remaining passes are then skipped).
     let mut keep_best = |p: Placement| {
         if best.as_ref().map_or(true, |b| p.height < b.height) {
             best = Some(p);
         }
+        best.as_ref().is_some_and(|b| b.height <= lb)
     };
     // Longest-first skyline passes re-queue buffers often on long traces:
     // large problems keep the area order, the best on the real traces.
@@ -259,23 +262,27 @@ pub fn solve(
     } else {
         &orders
     };
+    let mut done = false;
     for o in sky_orders {
-        keep_best(skyline(&bufs, &span, nsec, o));
+        done = keep_best(skyline(&bufs, &span, nsec, o));
+        if done {
+            break;
+        }
     }
     // Gap-filling passes need conflict lists: only when they are small.
-    let edges = conflict_count(&bufs);
-    let adj = if edges <= options.edge_limit {
+    let adj = if !done && conflict_count(&bufs) <= options.edge_limit {
         conflicts(&bufs)
     } else {
         Vec::new()
     };
     if !adj.is_empty() {
-        // Large problems keep the two best-fit passes that win most often.
+        // Large problems keep one best-fit pass (largest first).
         let large = bufs.len() > 4000;
-        for o in &orders[..if large { 2 } else { orders.len() }] {
-            keep_best(best_fit(&bufs, &adj, o));
-            if !large {
-                keep_best(place_in_order(&bufs, &adj, o));
+        for o in &orders[..if large { 1 } else { orders.len() }] {
+            if keep_best(best_fit(&bufs, &adj, o))
+                || (!large && keep_best(place_in_order(&bufs, &adj, o)))
+            {
+                break;
             }
         }
     }

@@ -113,12 +113,13 @@ pub(crate) fn skyline(
     while let Some(Reverse((c, r, i))) = heap.pop() {
         let (lo, hi) = span[i as usize];
         let now = tree.query(lo as usize, hi as usize);
-        if now > c {
+        // A stale key goes back only if another buffer now comes first.
+        if now > c && heap.peek().is_some_and(|Reverse(t)| (now, r, i) > *t) {
             heap.push(Reverse((now, r, i)));
             continue;
         }
-        let top = c + bufs[i as usize].size;
-        offsets[i as usize] = c;
+        let top = now + bufs[i as usize].size;
+        offsets[i as usize] = now;
         height = height.max(top);
         tree.raise(lo as usize, hi as usize, top);
     }
