@@ -1,0 +1,156 @@
+//! MiniMalloc's CSV format: `id,lower,upper,size[,offset]`, one buffer a
+//! line, half-open ranges, an optional header line naming the columns.
+
+use std::fmt;
+
+use super::interval::Buffer;
+
+/// A parsed CSV instance: ids as written, buffers, and offsets when the file
+/// carried an `offset` column (a solution).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CsvInstance {
+    /// The `id` column, as written.
+    pub ids: Vec<String>,
+    /// The buffers, in file order.
+    pub buffers: Vec<Buffer>,
+    /// The `offset` column, when present.
+    pub offsets: Option<Vec<usize>>,
+}
+
+/// A malformed CSV line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CsvError {
+    /// 1-based line number.
+    pub line: usize,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl fmt::Display for CsvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {}", self.line, self.message)
+    }
+}
+
+impl std::error::Error for CsvError {}
+
+/// Parses MiniMalloc's CSV. Columns are found by the header's names when
+/// there is one (`id`, `lower`, `upper`, `size`, optional `offset`; `begin`
+/// and `end` are accepted for `lower` and `upper`), else taken in that order.
+///
+/// ```
+/// use warmarena::planner::{parse_csv, Buffer};
+/// let inst = parse_csv("id,lower,upper,size\nx,0,4,16\ny,2,6,8\n").unwrap();
+/// assert_eq!(inst.buffers, vec![Buffer::new(0, 4, 16), Buffer::new(2, 6, 8)]);
+/// assert!(parse_csv("id,lower,upper,size\nx,0,4\n").is_err());
+/// ```
+pub fn parse_csv(text: &str) -> Result<CsvInstance, CsvError> {
+    let mut cols: [Option<usize>; 5] = [Some(0), Some(1), Some(2), Some(3), None];
+    let mut width = 4;
+    let mut inst = CsvInstance {
+        ids: Vec::new(),
+        buffers: Vec::new(),
+        offsets: None,
+    };
+    let mut offsets = Vec::new();
+    let mut first = true;
+    for (n, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+        let err = |message: String| CsvError {
+            line: n + 1,
+            message,
+        };
+        if std::mem::take(&mut first) && fields.iter().skip(1).any(|f| f.parse::<usize>().is_err())
+        {
+            cols = [None; 5];
+            for (k, name) in fields.iter().enumerate() {
+                let slot = match name.to_ascii_lowercase().as_str() {
+                    "id" => 0,
+                    "lower" | "begin" | "start" => 1,
+                    "upper" | "end" => 2,
+                    "size" => 3,
+                    "offset" => 4,
+                    _ => continue,
+                };
+                cols[slot] = Some(k);
+            }
+            if cols[..4].iter().any(Option::is_none) {
+                return Err(err("header needs id, lower, upper and size columns".into()));
+            }
+            width = fields.len();
+            continue;
+        }
+        if fields.len() < width {
+            return Err(err(format!(
+                "expected {width} fields, found {}",
+                fields.len()
+            )));
+        }
+        let num = |slot: usize, what: &str| -> Result<usize, CsvError> {
+            let k = cols[slot].unwrap_or(slot);
+            fields[k].parse::<usize>().map_err(|_| {
+                err(format!(
+                    "{what} `{}` is not a non-negative integer",
+                    fields[k]
+                ))
+            })
+        };
+        let (lower, upper, size) = (num(1, "lower")?, num(2, "upper")?, num(3, "size")?);
+        if upper < lower {
+            return Err(err(format!("upper {upper} is below lower {lower}")));
+        }
+        if cols[4].is_some() {
+            offsets.push(num(4, "offset")?);
+        }
+        inst.ids.push(fields[cols[0].unwrap_or(0)].to_string());
+        inst.buffers.push(Buffer::new(lower, upper, size));
+    }
+    if cols[4].is_some() {
+        inst.offsets = Some(offsets);
+    }
+    Ok(inst)
+}
+
+/// Writes a solution in MiniMalloc's CSV with an `offset` column.
+///
+/// ```
+/// use warmarena::planner::{write_csv, Buffer};
+/// let text = write_csv(&["a".to_string()], &[Buffer::new(0, 2, 8)], &[16]);
+/// assert_eq!(text, "id,lower,upper,size,offset\na,0,2,8,16\n");
+/// ```
+pub fn write_csv(ids: &[String], buffers: &[Buffer], offsets: &[usize]) -> String {
+    let mut out = String::from("id,lower,upper,size,offset\n");
+    for ((id, b), o) in ids.iter().zip(buffers).zip(offsets) {
+        out.push_str(&format!("{id},{},{},{},{o}\n", b.lower, b.upper, b.size));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_offsets_and_reordered_columns() {
+        let inst = parse_csv("size,id,upper,lower,offset\n8,a,3,1,0\n").unwrap();
+        assert_eq!(inst.buffers, vec![Buffer::new(1, 3, 8)]);
+        assert_eq!(inst.offsets, Some(vec![0]));
+        assert_eq!(inst.ids, vec!["a"]);
+    }
+
+    #[test]
+    fn headerless_and_bad_lines() {
+        assert_eq!(
+            parse_csv("0,1,2,3").unwrap().buffers,
+            vec![Buffer::new(1, 2, 3)]
+        );
+        assert!(parse_csv("0,1,2,x").is_err());
+        assert!(parse_csv("0,5,2,3").is_err());
+        assert!(parse_csv("id,lower,upper\n").is_err());
+        assert!(parse_csv("id,lower,upper,size\n0,1,2,-3").is_err());
+    }
+}
