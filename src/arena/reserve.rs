@@ -24,12 +24,17 @@ fn oom(size: usize, e: OsError) -> AllocError {
 const NO_ROOM: fn(usize) -> AllocError = |size| AllocError::OutOfMemory { size, errno: 0 };
 
 impl ArenaState {
-    /// Serves `class` from memory that is not retained.
-    pub(crate) fn take_cold(&mut self, class: Class, os: &OsCounters) -> Result<Grant, AllocError> {
+    /// Serves a request of `size` bytes in `class` from memory that is not retained.
+    pub(crate) fn take_cold(
+        &mut self,
+        class: Class,
+        size: usize,
+        os: &OsCounters,
+    ) -> Result<Grant, AllocError> {
         if capacity(class) < CARVE_LIMIT {
             self.carve(class, os)
         } else {
-            self.map_block(class, os)
+            self.map_block(class, size, os)
         }
     }
 
@@ -116,7 +121,18 @@ impl ArenaState {
     /// A block with its own mapping, aligned to the largest power of two not
     /// above its capacity (capped at [`MAX_ALIGN`]), so every alignment a
     /// request of this class may carry is met by every buffer of the class.
-    fn map_block(&mut self, class: Class, os: &OsCounters) -> Result<Grant, AllocError> {
+    ///
+    /// The part of the block past the request (at most an eighth of it, or
+    /// half when a smaller class could not be made) is materialized now, in
+    /// one call: the first owner writes only its request, and a later,
+    /// larger request served warm from this block must not fault on the
+    /// tail. A retained block is thus always fully materialized.
+    fn map_block(
+        &mut self,
+        class: Class,
+        size: usize,
+        os: &OsCounters,
+    ) -> Result<Grant, AllocError> {
         let cap = capacity(class);
         self.room_for_one_block(cap)?;
         let pow2_floor = 1usize << (usize::BITS - 1 - cap.leading_zeros());
@@ -127,6 +143,20 @@ impl ArenaState {
             prefault: self.config.prefault,
         };
         let p = os::map(req, os).map_err(|e| oom(cap, e))?;
+        if !req.prefault {
+            let touched = os::round_to_pages(size).unwrap_or(cap).min(cap);
+            if touched < cap {
+                // SAFETY: [touched, cap) lies inside the mapping just made,
+                // which is read-write and owned by the arena.
+                unsafe {
+                    os::prefault(
+                        NonNull::new_unchecked(p.as_ptr().add(touched)),
+                        cap - touched,
+                        os,
+                    )
+                };
+            }
+        }
         self.stats.mapped_bytes += cap;
         Ok(self.grant_new(Block::new(p.as_ptr() as usize, cap, class as u16, NIL, cap)))
     }

@@ -54,7 +54,7 @@ impl ArenaCore {
         match class_of(eff) {
             Some(c) => match st.take_warm(c, align) {
                 Some(g) => Ok(g),
-                None => st.take_cold(c, &self.os),
+                None => st.take_cold(c, eff, &self.os),
             },
             None => st.map_dedicated(eff, align, &self.os),
         }

@@ -168,6 +168,66 @@ impl Trace {
     }
 }
 
+impl Trace {
+    /// A trace shaped like a transformer encoder's activations at batch 8,
+    /// sequence 256, hidden 768, 12 heads, 4 layers: per layer the Q/K/V
+    /// projections, the attention scores and their softmax (the largest
+    /// tensors), the context, the output projection and residual, the MLP's
+    /// 4× expansion and its activation, and the second residual; the output
+    /// is a small pooled vector. Sizes are multiplied by `scale`; at 1.0 a
+    /// run writes about 560 MiB.
+    ///
+    /// ```
+    /// let t = warmarena::cli::trace::Trace::synthetic_transformer(1.0);
+    /// assert!(t.total_bytes() > 400 << 20);
+    /// ```
+    pub fn synthetic_transformer(scale: f64) -> Trace {
+        let (b, s, h, heads, layers) = (8usize, 256usize, 768usize, 12usize, 4usize);
+        let sz = |n: usize| ((n * 4) as f64 * scale).max(64.0) as usize;
+        let hidden = sz(b * s * h);
+        let scores = sz(b * heads * s * s);
+        let mlp = sz(b * s * 4 * h);
+        let mut buffers = Vec::new();
+        let mut t = 0usize;
+        let mut push = |lower: usize, upper: usize, size: usize| {
+            buffers.push(TraceBuffer { lower, upper, size })
+        };
+        // the embedded input, live until the first residual
+        let mut x_born = t;
+        t += 1;
+        for _ in 0..layers {
+            let (q, k, v) = (t, t + 1, t + 2);
+            let sc = t + 3; // scores = q·kᵀ
+            let sm = t + 4; // softmax
+            let ctx = t + 5; // context = softmax·v
+            let proj = t + 6;
+            let res1 = t + 7; // x + proj
+            let up = t + 8;
+            let act = t + 9;
+            let down = t + 10;
+            let res2 = t + 11; // res1 + down
+            push(q, sc + 1, hidden);
+            push(k, sc + 1, hidden);
+            push(v, ctx + 1, hidden);
+            push(sc, sm + 1, scores);
+            push(sm, ctx + 1, scores);
+            push(ctx, proj + 1, hidden);
+            push(proj, res1 + 1, hidden);
+            push(x_born, res1 + 1, hidden); // the layer input, kept for the residual
+            push(res1, res2 + 1, hidden);
+            push(up, act + 1, mlp);
+            push(act, down + 1, mlp);
+            push(down, res2 + 1, hidden);
+            x_born = res2;
+            t += 12;
+        }
+        push(x_born, t + 1, hidden);
+        // pooled output: small, live to the end
+        push(t, t + 2, sz(b * h));
+        Trace { buffers }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,120 @@
+//! The report's scenarios at small scale, with the counts warmarena
+//! promises asserted (never times). Its own test binary, so that RSS is
+//! not disturbed by other tests running beside it.
+
+use warmarena::cli::report::{cases, parse, run_ours, to_json, Workloads};
+use warmarena::cli::scenario::{Drive, Row, Scenario};
+use warmarena::faults::FaultCounter;
+
+fn options() -> warmarena::cli::report::ReportOptions {
+    let args: Vec<String> = ["--scale", "0.25", "--runs", "3", "--idle-ms", "30"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    parse(&args).unwrap()
+}
+
+fn check_row(r: &Row, peak: usize) {
+    let label = format!("scenario {} on {}", r.scenario as usize, r.workload);
+    let ((e0, i0), (e1, i1)) = r.arena.expect("warmarena rows carry arena stats");
+    let warm_faults: Vec<u64> = r.warm.iter().map(|c| c.minor_faults).collect();
+    let warm_sys: Vec<u64> = r.warm.iter().map(|c| c.syscalls.unwrap()).collect();
+    println!(
+        "{label}: warm faults {warm_faults:?}, syscalls {warm_sys:?}, copies {}",
+        r.warm_copies
+    );
+    assert_eq!(r.warm_copies, 0, "{label}: payload copies");
+    match r.scenario {
+        Scenario::HoldOutputs => {
+            // Held outputs cost one fresh I/O buffer each; execution reuse is untouched.
+            assert_eq!(
+                e1.cold_allocations, e0.cold_allocations,
+                "{label}: execution cold allocations"
+            );
+            let fresh = i1.cold_allocations - i0.cold_allocations;
+            assert!(
+                fresh <= (r.warm.len() * r.outputs_per_run) as u64,
+                "{label}: {fresh} fresh I/O buffers"
+            );
+        }
+        _ => {
+            assert!(
+                warm_faults.iter().all(|&f| f == 0),
+                "{label}: warm faults {warm_faults:?}"
+            );
+            assert!(
+                warm_sys.iter().all(|&s| s == 0),
+                "{label}: warm syscalls {warm_sys:?}"
+            );
+            assert_eq!(
+                e1.cold_allocations + i1.cold_allocations,
+                e0.cold_allocations + i0.cold_allocations,
+                "{label}"
+            );
+        }
+    }
+    if r.scenario == Scenario::DropOutputs && r.workload == "large-model" {
+        let held = e1.retained_bytes + e1.live_bytes;
+        println!(
+            "{label}: arena holds {held} B for a live peak of {peak} B ({:.3}x)",
+            held as f64 / peak as f64
+        );
+        assert!(
+            held as f64 <= 1.25 * peak as f64,
+            "{label}: arena holds {held} for a peak of {peak}"
+        );
+    }
+    if let Some(t) = r.trim {
+        let (ret, rel) = (t.retained_before.unwrap(), t.released.unwrap());
+        println!(
+            "{label}: trim released {rel} of {ret} B; RSS {} -> {}",
+            t.rss_before, t.rss_after
+        );
+        assert!(
+            rel as f64 >= 0.95 * ret as f64,
+            "{label}: trim released {rel} of {ret}"
+        );
+        if rel > 8 << 20 {
+            let drop = t.rss_before.saturating_sub(t.rss_after);
+            assert!(
+                drop as f64 >= 0.5 * rel as f64,
+                "{label}: RSS fell by {drop} after releasing {rel}"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_scenario_keeps_warmarenas_promise_at_small_scale() {
+    let o = options();
+    let w = Workloads::build(&o).unwrap();
+    let d = Drive {
+        runs: o.runs,
+        idle: std::time::Duration::from_millis(o.idle_ms),
+    };
+    let mut faults = FaultCounter::new();
+    // Make the code of every path resident first: the first execution of a
+    // code page counts as a page fault too.
+    for &(sc, wk) in &cases(&Scenario::ALL) {
+        run_ours(sc, wk, &w, d, &mut faults).unwrap();
+    }
+    let mut rows = Vec::new();
+    for &(sc, wk) in &cases(&Scenario::ALL) {
+        let r = run_ours(sc, wk, &w, d, &mut faults).unwrap();
+        check_row(&r, w.large_peak());
+        rows.push(r);
+    }
+    assert_eq!(rows.len(), 11);
+    let json = to_json(&rows, &w, 1);
+    for key in [
+        "\"scenario\"",
+        "\"backend\"",
+        "\"warm_minor_faults\"",
+        "\"warm_syscalls\"",
+        "\"warm_ms_median\"",
+        "\"cold_minor_faults\"",
+        "\"rss_bytes_after\"",
+    ] {
+        assert_eq!(json.matches(key).count(), rows.len(), "key {key}");
+    }
+}
