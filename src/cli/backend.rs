@@ -17,6 +17,10 @@ pub trait Backend {
     type Out;
     /// A short name for tables.
     fn name(&self) -> &'static str;
+    /// A run of shape variant `variant` starts.
+    fn begin_run(&self, _variant: usize) {}
+    /// The run ended (its outputs are exported).
+    fn end_run(&self) {}
     /// A 64-byte aligned buffer of `size` bytes; `output` says it will leave the run.
     fn alloc(&self, size: usize, output: bool) -> Option<Self::Buf>;
     /// The buffer's first byte.

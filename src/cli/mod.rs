@@ -2,6 +2,7 @@
 
 pub mod backend;
 pub mod plan;
+pub mod planned;
 pub mod replay;
 pub mod report;
 pub mod scenario;

@@ -6,6 +6,7 @@
 use super::backend::{
     release_glibc, release_jemalloc, release_mimalloc, ArenaBackend, Backend, Peer,
 };
+use super::planned::PlannedBackend;
 use super::replay::Schedule;
 use super::scenario::{drive, rss_bytes, Drive, Row, Scenario};
 use super::trace::Trace;
@@ -227,7 +228,7 @@ fn run_peer<B: Backend>(
             let mut fill = 0u8;
             drive(b, sc, wk.name(), d, faults, |v| {
                 fill = fill.wrapping_add(1);
-                w.traces[v].run(b, &mut slots, fill)
+                w.traces[v].run(b, v, &mut slots, fill)
             })
         }
     };
@@ -436,6 +437,11 @@ pub fn collect(
         let label = format!("scenario {} on {}", sc as usize, wk.name());
         progress(k, all.len(), &label);
         let mut rows = vec![run_ours(sc, wk, w, d, &mut faults)?];
+        if wk == WorkloadKind::Large {
+            let schedules: Vec<&Schedule> = w.traces.iter().map(|t| &t.schedule).collect();
+            let planned = PlannedBackend::new(&schedules)?;
+            rows.push(run_peer(&planned, sc, wk, w, d, &mut faults)?);
+        }
         for peer in peers() {
             rows.push(peer(sc, wk, w, d, &mut faults)?);
         }

@@ -147,11 +147,13 @@ impl TraceRun {
     pub fn run<B: Backend>(
         &self,
         b: &B,
+        variant: usize,
         slots: &mut Vec<Option<B::Buf>>,
         fill: u8,
     ) -> Option<Vec<B::Out>> {
         let s = &self.schedule;
         slots.resize_with(s.len(), || None);
+        b.begin_run(variant);
         for (frees, allocs) in s.steps() {
             for &i in frees {
                 if let Some(buf) = slots[i as usize].take() {
@@ -172,6 +174,7 @@ impl TraceRun {
                 outs.push(b.export(buf)?);
             }
         }
+        b.end_run();
         Some(outs)
     }
 }
