@@ -8,6 +8,7 @@ pub mod faults;
 pub mod handle;
 pub mod os;
 pub mod planner;
+pub mod scratch;
 pub mod size_class;
 pub mod stats;
 
