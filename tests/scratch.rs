@@ -89,6 +89,7 @@ fn stress(
 }
 
 #[test]
+#[cfg_attr(miri, ignore)] // minutes under Miri; the unit tests cover the protocol there
 fn eight_threads_on_one_lane_never_share_bytes() {
     let pool = ScratchPool::new();
     stress(&pool, |_| ScratchMode::Shared, |_| Lane::DEFAULT);
@@ -112,6 +113,7 @@ fn eight_threads_on_one_lane_never_share_bytes() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore)] // minutes under Miri; the unit tests cover the protocol there
 fn eight_threads_on_three_lanes_run_at_once_and_never_share_bytes() {
     let pool = ScratchPool::new();
     // Threads 0,3,6 / 1,4,7 / 2,5 share a lane: concurrency across lanes,
@@ -137,6 +139,7 @@ fn eight_threads_on_three_lanes_run_at_once_and_never_share_bytes() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore)] // minutes under Miri; the unit tests cover the protocol there
 fn eight_threads_on_their_own_lanes() {
     let pool = ScratchPool::new();
     stress(&pool, |_| ScratchMode::Shared, |_| Lane::current_thread());

@@ -93,6 +93,14 @@ impl DeviceEntry {
     }
 }
 
+impl Drop for DeviceEntry {
+    /// The last reference is gone, so no engine (and no guard, which
+    /// borrows an engine) is left: every lane buffer is idle and freed.
+    fn drop(&mut self) {
+        self.trim();
+    }
+}
+
 const MODE_UNSET: u8 = 0;
 const MODE_PRIVATE: u8 = 1;
 const MODE_SHARED: u8 = 2;

@@ -103,7 +103,6 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(miri, ignore)]
     fn racing_inserts_agree_on_one_entry() {
         let m: AppendMap<u32, u32> = AppendMap::new();
         let winners: Vec<Arc<u32>> = std::thread::scope(|s| {
