@@ -149,13 +149,20 @@ impl std::error::Error for DeviceError {}
 /// Implementations must be thread-safe: the pool calls them from whichever
 /// thread claims, grows or trims, but never twice at once for the same buffer.
 ///
+/// # Safety
+/// The pool hands the buffers to safe code, so an implementation promises:
+/// every buffer `allocate` returns is valid for `len()` bytes, overlaps no
+/// other live buffer of this device, and stays valid until passed to
+/// `free`; and when `host_accessible` answers `true`, those bytes are
+/// readable and writable by the CPU and initialized (zeroed, for example).
+///
 /// ```
 /// use warmarena::scratch::{Device, DeviceId, HostDevice};
 /// let dev: &dyn Device = &HostDevice::new();
 /// assert_eq!(dev.id(), DeviceId::HOST);
 /// assert!(dev.host_accessible());
 /// ```
-pub trait Device: Send + Sync {
+pub unsafe trait Device: Send + Sync {
     /// The key this device is registered under.
     fn id(&self) -> DeviceId;
 
@@ -226,7 +233,10 @@ impl HostDevice {
     }
 }
 
-impl Device for HostDevice {
+// SAFETY: each buffer is its own fresh anonymous read-write mapping of
+// `len` bytes (zero-filled by the kernel, or by the heap stand-in under
+// Miri), unmapped only in `free`.
+unsafe impl Device for HostDevice {
     fn id(&self) -> DeviceId {
         DeviceId::HOST
     }
@@ -303,7 +313,9 @@ pub(crate) mod testing {
         }
     }
 
-    impl Device for FailingDevice {
+    // SAFETY: buffers are distinct zeroed heap blocks of `len` bytes,
+    // deallocated only in `free`.
+    unsafe impl Device for FailingDevice {
         fn id(&self) -> DeviceId {
             self.id
         }

@@ -31,7 +31,9 @@ impl Lane {
     /// The lane [`EngineScratch::claim`] uses.
     pub const DEFAULT: Lane = Lane(0);
 
-    /// A lane unique to the calling thread (never [`Lane::DEFAULT`]).
+    /// A lane unique to the calling thread, never [`Lane::DEFAULT`].
+    /// Thread lanes are numbered from 2^63 up, so they do not collide with
+    /// lanes a caller numbers itself from 0 (queue or stream ids).
     pub fn current_thread() -> Lane {
         use std::sync::atomic::{AtomicU64, Ordering};
         static NEXT: AtomicU64 = AtomicU64::new(1 << 63);
