@@ -223,3 +223,48 @@ fn each_lane_costs_one_more_largest_buffer() {
     assert_eq!(pool.trim(), 2 * 25 * page);
     assert_eq!(pool.stats(DeviceId::HOST).unwrap().held_bytes, 0);
 }
+
+/// Set only in the child process that `the_environment_variable_reaches_engines`
+/// starts; the child then reports the modes it saw instead of passing blindly.
+const CHILD_MARK: &str = "WARMARENA_SCRATCH_TEST_CHILD";
+
+#[test]
+fn env_child_reports_modes() {
+    if std::env::var_os(CHILD_MARK).is_none() {
+        return; // Only meaningful inside the child.
+    }
+    let before = EngineScratch::from_config(page_size()).unwrap();
+    // Code that does set a default still gets its way for later engines.
+    ScratchPool::global().set_default_mode(ScratchMode::Private);
+    let after = EngineScratch::from_config(page_size()).unwrap();
+    println!("MODES {:?} {:?}", before.mode(), after.mode());
+}
+
+#[test]
+#[cfg_attr(miri, ignore)] // Miri cannot start processes
+fn the_environment_variable_reaches_engines() {
+    let run = |value: &str| {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "env_child_reports_modes",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_MARK, "1")
+            .env(warmarena::scratch::MODE_ENV_VAR, value)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines()
+            .find_map(|l| l.split_once("MODES ").map(|(_, m)| m.trim().to_owned()))
+            .unwrap_or_else(|| panic!("child printed no modes:\n{text}"))
+    };
+    assert_eq!(run("shared"), "Shared Private");
+    assert_eq!(run("private"), "Private Private");
+}
