@@ -72,7 +72,11 @@ unsafe fn reallocate(
     if new.size() <= cap && addr % new.align() == 0 {
         if zero_tail && new.size() > old.size() {
             // SAFETY: [old.size, new.size) lies within this buffer's capacity.
-            unsafe { ptr.as_ptr().add(old.size()).write_bytes(0, new.size() - old.size()) };
+            unsafe {
+                ptr.as_ptr()
+                    .add(old.size())
+                    .write_bytes(0, new.size() - old.size())
+            };
         }
         return Ok(NonNull::slice_from_raw_parts(ptr, cap));
     }

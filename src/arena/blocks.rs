@@ -73,7 +73,11 @@ pub(crate) struct List {
 
 impl Default for List {
     fn default() -> Self {
-        List { head: NIL, tail: NIL, len: 0 }
+        List {
+            head: NIL,
+            tail: NIL,
+            len: 0,
+        }
     }
 }
 
@@ -107,7 +111,9 @@ impl BlockTable {
         }
         self.blocks.try_reserve(1).map_err(|_| ())?;
         // The vacant stack can never hold more than every block.
-        self.vacant.try_reserve(self.blocks.len() + 1).map_err(|_| ())
+        self.vacant
+            .try_reserve(self.blocks.len() + 1)
+            .map_err(|_| ())
     }
 
     /// Stores `b` in a vacant slot or a new one. Capacity was reserved by

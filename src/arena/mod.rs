@@ -25,11 +25,11 @@
 mod bitmap;
 pub(crate) mod blocks;
 mod config;
-pub(crate) mod shared;
 mod error;
 mod release;
 mod reserve;
 mod reuse;
+pub(crate) mod shared;
 pub(crate) mod state;
 
 pub use config::ArenaConfig;

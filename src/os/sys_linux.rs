@@ -46,7 +46,10 @@ pub(super) fn map(len: usize, align: usize, c: &OsCounters) -> Result<NonNull<u8
         )
     };
     if raw == libc::MAP_FAILED {
-        return Err(OsError::MapFailed { len, errno: errno() });
+        return Err(OsError::MapFailed {
+            len,
+            errno: errno(),
+        });
     }
     let base = raw as usize;
     let start = (base + align - 1) & !(align - 1);
