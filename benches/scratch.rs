@@ -40,8 +40,55 @@ fn report_memory() {
     );
 }
 
+/// Two threads, each running six engines (64 KiB units: 192 KiB to 1.6 MiB)
+/// that fill their whole request and read it back: once both on the default lane, once a lane each.
+fn report_lanes() {
+    const EXECUTIONS: usize = 3_000;
+    for (name, per_thread) in [("one lane", false), ("lane per thread", true)] {
+        let pool = ScratchPool::new();
+        let start = std::time::Instant::now();
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    let engines: Vec<_> = SIX_MIB
+                        .iter()
+                        .map(|k| {
+                            pool.engine(DeviceId::HOST, k << 16, ScratchMode::Shared)
+                                .unwrap()
+                        })
+                        .collect();
+                    let lane = if per_thread {
+                        Lane::current_thread()
+                    } else {
+                        Lane::DEFAULT
+                    };
+                    for i in 0..EXECUTIONS {
+                        let e = &engines[i % engines.len()];
+                        let mut g = e.claim_on(lane, e.requirement()).unwrap();
+                        g.as_mut_slice().unwrap().fill(i as u8);
+                        let sum: u64 = g.as_slice().unwrap().iter().map(|&b| b as u64).sum();
+                        black_box(sum);
+                    }
+                });
+            }
+        });
+        let wall = start.elapsed();
+        let st = pool.stats(DeviceId::HOST).unwrap();
+        println!(
+            "scratch lanes, 2 threads x {EXECUTIONS} executions ({name}): wall {:.1} ms, \
+             contended claims {} of {}, waited {:.1} ms in all, held {} B",
+            wall.as_secs_f64() * 1e3,
+            st.contended_claims,
+            st.claims,
+            st.wait_ns as f64 / 1e6,
+            st.shared_bytes
+        );
+    }
+}
+
 fn claim_overhead(c: &mut Criterion) {
     report_memory();
+    report_lanes();
     let mut g = c.benchmark_group("scratch_claim_6_engines");
     for (name, mode) in [
         ("private", ScratchMode::Private),
