@@ -16,6 +16,14 @@ use super::sync::{Arc, Ordering::Relaxed};
 /// The environment variable read at engine creation, through
 /// [`EngineScratch::from_config`], when code has not set a default:
 /// `shared` or `private` (any case, surrounding spaces ignored).
+///
+/// ```
+/// use warmarena::scratch::{ScratchMode, MODE_ENV_VAR};
+/// assert_eq!(MODE_ENV_VAR, "WARMARENA_SCRATCH");
+/// // What a launcher sets for a program that cannot change its code:
+/// let mode: ScratchMode = "shared".parse().unwrap();
+/// assert_eq!(mode, ScratchMode::Shared);
+/// ```
 pub const MODE_ENV_VAR: &str = "WARMARENA_SCRATCH";
 
 /// Where an engine's scratch lives.

@@ -3,12 +3,12 @@
 
 use super::engine::SlotRef;
 use super::slot::Claimed;
-use core::marker::PhantomData;
 use core::ptr::NonNull;
 
 /// Exclusive use of `len()` bytes of scratch until dropped. It borrows its
 /// engine, so an engine cannot be dropped (and a private buffer freed)
-/// while one of its executions runs.
+/// while one of its executions runs. It may be sent to and dropped on
+/// another thread, for executions that complete elsewhere.
 ///
 /// ```
 /// use warmarena::scratch::{EngineScratch, ScratchMode};
@@ -24,8 +24,16 @@ pub struct ScratchGuard<'e> {
     len: usize,
     capacity: usize,
     host: bool,
-    _not_send: PhantomData<*mut u8>,
 }
+
+// SAFETY: the guard owns an exclusive claim on the bytes behind `ptr`;
+// ending it (`Slot::release`) takes the slot's mutex and works from any
+// thread, and the slot it names is `Sync`. So the guard, and with it the
+// claim, may move to another thread (a completion thread, say).
+unsafe impl Send for ScratchGuard<'_> {}
+// SAFETY: through `&ScratchGuard` only `as_slice` reads the bytes; writes
+// need `&mut`, so shared references on several threads only read.
+unsafe impl Sync for ScratchGuard<'_> {}
 
 impl<'e> ScratchGuard<'e> {
     pub(crate) fn new(slot: SlotRef<'e>, claimed: Claimed, len: usize, host: bool) -> Self {
@@ -35,7 +43,6 @@ impl<'e> ScratchGuard<'e> {
             len,
             capacity: claimed.capacity,
             host,
-            _not_send: PhantomData,
         }
     }
 
@@ -47,7 +54,6 @@ impl<'e> ScratchGuard<'e> {
             len: 0,
             capacity: 0,
             host: true,
-            _not_send: PhantomData,
         }
     }
 

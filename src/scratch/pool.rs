@@ -34,6 +34,14 @@ impl Lane {
     /// A lane unique to the calling thread, never [`Lane::DEFAULT`].
     /// Thread lanes are numbered from 2^63 up, so they do not collide with
     /// lanes a caller numbers itself from 0 (queue or stream ids).
+    ///
+    /// ```
+    /// use warmarena::scratch::Lane;
+    /// let here = Lane::current_thread();
+    /// let there = std::thread::spawn(Lane::current_thread).join().unwrap();
+    /// assert_ne!(here, there);
+    /// assert!(here.0 >= 1 << 63);
+    /// ```
     pub fn current_thread() -> Lane {
         use std::sync::atomic::{AtomicU64, Ordering};
         static NEXT: AtomicU64 = AtomicU64::new(1 << 63);

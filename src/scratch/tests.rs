@@ -432,3 +432,22 @@ fn dropping_a_pool_frees_its_lane_buffers() {
     drop(pool);
     assert_eq!(dev.frees.load(SeqCst), 2);
 }
+
+#[test]
+fn a_guard_can_end_its_claim_on_another_thread() {
+    let pool = ScratchPool::new();
+    let e = pool
+        .engine(DeviceId::HOST, page(), ScratchMode::Shared)
+        .unwrap();
+    let mut g = e.claim(page()).unwrap();
+    g.as_mut_slice().unwrap().fill(3);
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            assert!(g.as_slice().unwrap().iter().all(|&b| b == 3));
+            drop(g);
+        });
+    });
+    // Released over there: claimable here without waiting.
+    drop(e.claim(page()).unwrap());
+    assert_eq!(host_stats(&pool).contended_claims, 0);
+}
