@@ -9,6 +9,7 @@ pub mod handle;
 pub mod net;
 pub mod os;
 pub mod planner;
+pub mod scratch;
 pub mod session;
 pub mod size_class;
 pub mod stats;
