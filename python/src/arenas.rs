@@ -112,15 +112,15 @@ macro_rules! py_arena {
             }
 
             #[setter]
-            fn set_retention_cap(&self, cap: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-                let cap = match cap {
-                    None => return Err(PyValueError::new_err("retention_cap cannot be deleted")),
-                    Some(c) if c.is_none() => None,
-                    Some(c) => Some(c.extract::<usize>().map_err(|_| {
+            fn set_retention_cap(&self, cap: &Bound<'_, PyAny>) -> PyResult<()> {
+                let cap = if cap.is_none() {
+                    None
+                } else {
+                    Some(cap.extract::<usize>().map_err(|_| {
                         PyValueError::new_err(format!(
-                            "retention_cap must be a non-negative int or None, not {c}"
+                            "retention_cap must be a non-negative int or None, not {cap}"
                         ))
-                    })?),
+                    })?)
                 };
                 self.inner.set_retention_cap(cap_from_py(cap));
                 Ok(())
