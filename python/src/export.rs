@@ -268,6 +268,29 @@ unsafe extern "C" fn drop_legacy_capsule(cap: *mut ffi::PyObject) {
     }
 }
 
+/// Calls the deleter of a versioned tensor no capsule took.
+///
+/// # Safety
+/// `t` must be a live `DLManagedTensorVersioned` owned by the caller.
+unsafe fn release_versioned(t: *mut c_void) {
+    let t = t as *mut DLManagedTensorVersioned;
+    // SAFETY: caller's contract; the deleter is called once.
+    unsafe {
+        if let Some(d) = (*t).deleter {
+            d(t);
+        }
+    }
+}
+
+/// Calls the deleter of a legacy tensor no capsule took.
+///
+/// # Safety
+/// `t` must be a live tensor from `legacy_from` owned by the caller.
+unsafe fn release_legacy(t: *mut c_void) {
+    // SAFETY: caller's contract.
+    unsafe { delete_legacy(t as *mut DLManagedTensor) }
+}
+
 /// A new capsule named `name` around `ptr`, freed by `destructor` unless consumed.
 ///
 /// # Safety
@@ -366,23 +389,29 @@ impl ExportedBuffer {
             .map_err(|e| PyBufferError::new_err(e.to_string()))?
             .as_ptr();
         let versioned = max_version.is_some_and(|(major, _)| major >= 1);
-        // SAFETY: `tensor` is a live tensor from `into_dlpack`; on each path
-        // it is handed to exactly one capsule, or released on failure.
+        // SAFETY: `tensor` is a live tensor from `into_dlpack`, handed to
+        // exactly one capsule; if the capsule cannot be made, its deleter
+        // runs here instead, so the lease clone is released either way.
         unsafe {
-            let cap = if versioned {
-                capsule(py, tensor as *mut c_void, VERSIONED, drop_versioned_capsule)
-            } else {
-                let legacy = legacy_from(tensor);
-                let cap = capsule(py, legacy as *mut c_void, LEGACY, drop_legacy_capsule);
-                if cap.is_none() {
-                    delete_legacy(legacy);
-                }
-                return cap.ok_or_else(|| PyErr::fetch(py));
-            };
+            let (ptr, name, destructor, deleter): (*mut c_void, _, _, unsafe fn(*mut c_void)) =
+                if versioned {
+                    (
+                        tensor as *mut c_void,
+                        VERSIONED,
+                        drop_versioned_capsule as unsafe extern "C" fn(_),
+                        release_versioned,
+                    )
+                } else {
+                    (
+                        legacy_from(tensor) as *mut c_void,
+                        LEGACY,
+                        drop_legacy_capsule as unsafe extern "C" fn(_),
+                        release_legacy,
+                    )
+                };
+            let cap = capsule(py, ptr, name, destructor);
             if cap.is_none() {
-                if let Some(d) = (*tensor).deleter {
-                    d(tensor);
-                }
+                deleter(ptr);
             }
             cap.ok_or_else(|| PyErr::fetch(py))
         }
