@@ -24,7 +24,14 @@ def test_from_dlpack_aliases_the_arena_buffer(dtype):
     a = io.empty((4, 6), dtype)
     a[...] = np.arange(24).reshape(4, 6).astype(dtype)
     buf = a.base
+    before = io.stats()
     y = np.from_dlpack(buf)
+    after = io.stats()
+    # No new buffer, no copy: the consumer's array is the arena's buffer.
+    assert after["live_bytes"] == before["live_bytes"]
+    assert after["cold_allocations"] == before["cold_allocations"]
+    assert after["warm_allocations"] == before["warm_allocations"]
+    assert after["copies"] == 0
     assert y.dtype == a.dtype and y.shape == a.shape
     assert np.shares_memory(y, a)
     assert y.ctypes.data == a.ctypes.data == buf.address
@@ -105,7 +112,11 @@ def test_device_and_refusals():
 def test_session_outputs_export_through_dlpack(tiny):
     out = tiny.run({"image": tiny.example_input(3)})
     logits = out["logits"]
+    assert logits.ctypes.data == logits.base.address
+    live = tiny.io_arena.stats()["live_bytes"]
+    assert live == sum(v.base.capacity for v in out.values())
     y = np.from_dlpack(logits.base)
+    assert tiny.io_arena.stats()["live_bytes"] == live
     assert np.shares_memory(y, logits) and (y == logits).all()
     del tiny, out, logits
     assert y.shape == (3,)
