@@ -14,3 +14,28 @@ cargo clippy --all-targets -- -D warnings
 echo "== cargo test (unit, integration, doctests)"
 cargo test --all-targets --no-fail-fast
 cargo test --doc
+
+# The Python bindings (python/): lints, then a debug build of the extension
+# into python/.venv (made by scripts/python-setup.sh with maturin, numpy and
+# pytest) and the pytest suite against real NumPy.
+echo "== python: setup (python/.venv)"
+bash scripts/python-setup.sh
+VENV_PY="$PWD/python/.venv/bin/python"
+export PYO3_PYTHON="$VENV_PY"
+
+echo "== python: cargo clippy -p warmarena-python --all-targets -- -D warnings"
+cargo clippy -p warmarena-python --all-targets -- -D warnings
+
+echo "== python: maturin develop (debug build of warmarena._warmarena)"
+(cd python && VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" maturin develop --quiet)
+
+echo "== python: pytest python/tests"
+set +e
+"$VENV_PY" -m pytest -q -p no:cacheprovider python/tests
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+    echo "pytest collected no tests: python/tests must hold the binding tests" >&2
+    exit 1
+fi
+exit "$rc"

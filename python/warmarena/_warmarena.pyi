@@ -1,0 +1,228 @@
+"""Type stubs for the warmarena extension module (re-exported by ``warmarena``)."""
+
+from typing import Any, Final, Literal, Mapping, Sequence, TypedDict, Union
+
+import numpy as np
+import numpy.typing as npt
+
+DTypeLike = npt.DTypeLike
+ShapeLike = Union[int, Sequence[int]]
+
+class OsStats(TypedDict):
+    """The arena's own system calls (``ArenaStats.os`` in Rust)."""
+
+    maps: int
+    unmaps: int
+    page_releases: int
+    advice: int
+    prefaults: int
+    mapped_bytes: int
+    unmapped_bytes: int
+    syscalls: int
+
+class ArenaStats(TypedDict):
+    """A snapshot of one arena's accounting, keyed by the Rust ``ArenaStats``
+    field names. Bytes are class capacities; retained bytes are never live."""
+
+    live_bytes: int
+    live_buffers: int
+    retained_bytes: int
+    retained_buffers: int
+    peak_live_bytes: int
+    warm_allocations: int
+    cold_allocations: int
+    dedicated_allocations: int
+    frees: int
+    evictions: int
+    evicted_bytes: int
+    trims: int
+    trimmed_bytes: int
+    retention_cap: int | None
+    """``None`` when unbounded."""
+    leased_bytes: int
+    leases: int
+    copies: int
+    copied_bytes: int
+    mapped_bytes: int
+    os: OsStats
+
+class Faults(TypedDict):
+    minor: int
+    major: int
+
+class DtypeError(TypeError):
+    """An unsupported dtype: an ``empty`` dtype outside the supported list, an
+    input that cannot be converted to float32, or a borrow-only input that is
+    not native float32."""
+
+class LayoutError(ValueError):
+    """An input that must be borrowed without a copy is not C-contiguous,
+    aligned and in native byte order."""
+
+class ShapeError(ValueError):
+    """A negative or overflowing extent, or an input whose shape is not the
+    network's."""
+
+class AllocationError(MemoryError):
+    """The arena refused an allocation; the arena is unchanged."""
+
+class _Arena:
+    def __init__(
+        self,
+        *,
+        retention_cap: int | None = None,
+        huge_pages: bool = True,
+        prefault: bool = False,
+    ) -> None:
+        """A new arena. ``retention_cap``: most bytes of free buffers kept with
+        their pages (``None``: unbounded); ``huge_pages``: transparent-huge-page
+        advice for classes of 2 MiB and more; ``prefault``: materialize new
+        mappings at once."""
+    def stats(self) -> ArenaStats:
+        """A snapshot of the arena's accounting."""
+    def trim(self) -> int:
+        """Releases every retained buffer to the OS; returns the bytes
+        released. Live and leased buffers are untouched."""
+    def reset_peak(self) -> None:
+        """Restarts peak tracking from the current live bytes."""
+    @property
+    def retention_cap(self) -> int | None:
+        """Most bytes of free buffers kept (``None``: unbounded). Setting it
+        evicts least-recently-freed buffers at once until the retained bytes
+        fit; a negative or non-int value raises ``ValueError``."""
+    @retention_cap.setter
+    def retention_cap(self, cap: int | None) -> None: ...
+
+class ExecutionArena(_Arena):
+    """An arena for node intermediates and kernel workspaces."""
+
+    def same_arena(self, other: ExecutionArena) -> bool:
+        """Whether ``other`` is a handle to the same arena."""
+
+class IoArena(_Arena):
+    """An arena for graph outputs and staged inputs: memory that crosses the
+    runtime boundary."""
+
+    def same_arena(self, other: IoArena) -> bool:
+        """Whether ``other`` is a handle to the same arena."""
+    def empty(self, shape: ShapeLike, dtype: DTypeLike = None) -> np.ndarray:
+        """A new C-contiguous array of ``shape`` and ``dtype`` (default
+        float32) in this arena, contents unspecified. Its ``base`` is an
+        :class:`ExportedBuffer` owning the lease: deleting the array (and its
+        views) returns the buffer here; deleting the arena first leaves the
+        array valid. Supported dtypes: bool, int8/16/32/64, uint8/16/32/64,
+        float16/32/64 in native byte order (else :class:`DtypeError`); a bad
+        shape raises :class:`ShapeError`, a refused allocation
+        :class:`AllocationError`."""
+
+class ExportedBuffer:
+    """The owner of one exported I/O-arena buffer: the base object of the
+    arrays made over it, and a DLPack producer. Not constructible from
+    Python."""
+
+    @property
+    def address(self) -> int:
+        """The address of the buffer's first byte."""
+    @property
+    def nbytes(self) -> int:
+        """Bytes the exported array covers."""
+    @property
+    def capacity(self) -> int:
+        """Bytes the buffer holds (its size class): what the I/O arena gets
+        back when the last owner goes."""
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+    @property
+    def dtype(self) -> np.dtype[Any]: ...
+    @property
+    def owners(self) -> int:
+        """Owners sharing the buffer: this object plus one per live DLPack
+        export."""
+    def __dlpack__(
+        self,
+        *,
+        stream: int | None = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> Any:
+        """The buffer as a DLPack capsule, without copying: a
+        ``dltensor_versioned`` capsule (DLPack 1.x, read-only flag set) when
+        ``max_version`` has major >= 1, else a legacy ``dltensor`` capsule.
+        Raises ``BufferError`` for a non-CPU ``dl_device``, ``copy=True`` or a
+        ``stream`` other than ``None``/-1."""
+    def __dlpack_device__(self) -> tuple[Literal[1], Literal[0]]:
+        """``(kDLCPU, 0)``."""
+
+class NetConfig(TypedDict):
+    in_channels: int
+    channels: int
+    size: int
+    classes: int
+    input_shape: tuple[int, int, int]
+
+class GraphSpecDict(TypedDict, total=False):
+    base: Literal["example", "standard", "tiny"]
+    in_channels: int
+    channels: int
+    size: int
+    classes: int
+    seed: int
+
+class GraphDescription(TypedDict):
+    inputs: list[str]
+    outputs: list[str]
+    nodes: list[tuple[str, list[str], list[str]]]
+
+class Session:
+    """The example network (two 3x3 convolutions with ReLU and a residual add,
+    a mixed-output head, a fully connected layer) run in Rust through the
+    session path over persistent arenas."""
+
+    def __init__(
+        self,
+        graph_spec: Literal["example", "standard", "tiny"] | GraphSpecDict,
+        exec_arena: ExecutionArena | None = None,
+        io_arena: IoArena | None = None,
+    ) -> None:
+        """Compiles the network; creates persistent arenas unless given.
+        A bad ``graph_spec`` raises ``ValueError``."""
+    def run(
+        self, inputs: Mapping[str, npt.ArrayLike], *, require_borrow: bool = False
+    ) -> dict[str, np.ndarray]:
+        """Runs the network on ``inputs`` (``{"image": x}``, ``x`` of shape
+        ``(C, H, W)`` or ``(1, C, H, W)``); returns ``{"features", "logits"}``
+        as float32 arrays owning their I/O buffers. A C-contiguous, aligned,
+        native float32 ``x`` is borrowed without a copy; anything else
+        real-valued is staged (one counted copy into the I/O arena) unless
+        ``require_borrow``, which raises :class:`LayoutError` or
+        :class:`DtypeError` instead. Wrong shape: :class:`ShapeError`; complex,
+        string or object dtype: :class:`DtypeError`; a missing or unknown
+        input: ``KeyError``. A refused call changes no arena stats."""
+    def reference(self, inputs: Mapping[str, npt.ArrayLike]) -> dict[str, np.ndarray]:
+        """The same network computed on plain vectors in Rust (with copies)."""
+    def example_input(self, seed: int = 0) -> np.ndarray:
+        """A deterministic float32 input of the network's shape."""
+    @property
+    def last_run_inputs(self) -> dict[str, tuple[int, bool]]:
+        """Per input of the last run: ``(address the kernels read, borrowed)``."""
+    @property
+    def exec_arena(self) -> ExecutionArena: ...
+    @property
+    def io_arena(self) -> IoArena: ...
+    @property
+    def config(self) -> NetConfig: ...
+    @property
+    def graph(self) -> GraphDescription: ...
+
+class FaultCounter:
+    """Minor and major page faults of the thread that made it (perf events, or
+    ``getrusage`` where those are denied), since creation or ``reset()``."""
+
+    def __init__(self) -> None: ...
+    def reset(self) -> None: ...
+    def read(self) -> Faults: ...
+    @property
+    def source(self) -> Literal["perf_events", "getrusage"]: ...
+
+
