@@ -271,3 +271,60 @@ fn threads_share_memory_across_scopes() {
         assert_eq!(live(a), 0);
     }
 }
+
+#[test]
+fn arena_metadata_growth_inside_a_scope_does_not_reenter() {
+    // The arena's own block table and address index grow through the
+    // global allocator while the arena lock is held: inside a scope of that
+    // very arena, they must go to the system, not back into the arena.
+    let arena = ExecutionArena::new();
+    let _g = global::enter(&arena);
+    let before = global::stats();
+    let held: Vec<_> = (0..5000)
+        .map(|i| arena.allocate(64 + (i % 50) * 16, 16).unwrap())
+        .collect();
+    let boxed: Vec<Box<[u8; 40]>> = (0..5000).map(|_| Box::new([1; 40])).collect();
+    let after = global::stats();
+    assert!(after.metadata_allocs > before.metadata_allocs);
+    assert_eq!(
+        live(&arena),
+        5000 + 5000 + 2,
+        "buffers, boxes and the two Vecs"
+    );
+    drop((held, boxed));
+    assert_eq!(live(&arena), 0);
+}
+
+#[test]
+fn an_arena_made_and_dropped_inside_another_scope() {
+    let outer = ExecutionArena::new();
+    let _g = global::enter(&outer);
+    for _ in 0..3 {
+        let inner = ExecutionArena::new();
+        let x = global::scope(&inner, || build(100));
+        check(&x, 100);
+        drop(inner);
+        drop(x);
+    }
+    assert_eq!(
+        live(&outer),
+        0,
+        "arena bodies and metadata are not scoped memory"
+    );
+}
+
+#[test]
+fn alignment_above_the_arena_falls_back() {
+    let arena = ExecutionArena::new();
+    let l = Layout::from_size_align(4096, 4 << 20).unwrap();
+    let before = global::stats();
+    let _g = global::enter(&arena);
+    // SAFETY: non-zero layout, freed with it.
+    unsafe {
+        let p = std::alloc::alloc(l);
+        assert!(!p.is_null() && p as usize % (4 << 20) == 0);
+        std::alloc::dealloc(p, l);
+    }
+    assert!(global::stats().fallback_allocs > before.fallback_allocs);
+    assert_eq!(arena.stats().cold_allocations, 0);
+}
