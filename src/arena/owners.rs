@@ -217,4 +217,34 @@ mod tests {
         // SAFETY: mapped above with this length, unused from here on.
         unsafe { os::unmap(p, req.len, &c) };
     }
+
+    #[test]
+    fn system_memory_is_never_owned_while_arenas_map_and_unmap() {
+        use crate::ExecutionArena;
+        let rounds = if cfg!(miri) { 3 } else { 300 };
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // Arena mappings of odd lengths (72 KiB, 80 KiB, ...) come and
+                // go, leaving partial granules the kernel may hand to malloc.
+                for r in 0..rounds {
+                    let arena =
+                        ExecutionArena::with_config(crate::ArenaConfig::default().retention_cap(0));
+                    let a = arena.allocate((64 << 10) + (r % 8 + 1) * (8 << 10), 64);
+                    let b = arena.allocate(100, 16);
+                    drop((a, b));
+                }
+                stop.store(true, Ordering::Relaxed);
+            });
+            s.spawn(|| {
+                let mut k = 0usize;
+                while !stop.load(Ordering::Relaxed) || k < 8 {
+                    let size = 1000 + (k % 64) * 3000;
+                    let v = vec![1u8; size];
+                    assert_eq!(lookup(v.as_ptr() as usize), Owner::NONE);
+                    k += 1;
+                }
+            });
+        });
+    }
 }
