@@ -3,7 +3,9 @@
 //! and the allocators a runtime would otherwise use, in one process with the
 //! same kernels; a table per scenario and, with `--json FILE`, every figure.
 
-use super::backend::{release_glibc, release_jemalloc, release_mimalloc, ArenaBackend, Backend, Peer};
+use super::backend::{
+    release_glibc, release_jemalloc, release_mimalloc, ArenaBackend, Backend, Peer,
+};
 use super::replay::Schedule;
 use super::scenario::{drive, rss_bytes, Drive, Row, Scenario};
 use super::trace::Trace;
@@ -52,13 +54,29 @@ pub fn parse(args: &[String]) -> Result<ReportOptions, String> {
     let mut o = ReportOptions::default();
     let mut it = args.iter();
     while let Some(a) = it.next() {
-        let mut val = |name: &str| it.next().cloned().ok_or_else(|| format!("{name} needs a value"));
+        let mut val = |name: &str| {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{name} needs a value"))
+        };
         match a.as_str() {
             "--runs" => o.runs = val("--runs")?.parse().map_err(|e| format!("--runs: {e}"))?,
             "--trace" => o.trace = Some(val("--trace")?),
-            "--batch" => o.batch = val("--batch")?.parse().map_err(|e| format!("--batch: {e}"))?,
-            "--scale" => o.scale = val("--scale")?.parse().map_err(|e| format!("--scale: {e}"))?,
-            "--idle-ms" => o.idle_ms = val("--idle-ms")?.parse().map_err(|e| format!("--idle-ms: {e}"))?,
+            "--batch" => {
+                o.batch = val("--batch")?
+                    .parse()
+                    .map_err(|e| format!("--batch: {e}"))?
+            }
+            "--scale" => {
+                o.scale = val("--scale")?
+                    .parse()
+                    .map_err(|e| format!("--scale: {e}"))?
+            }
+            "--idle-ms" => {
+                o.idle_ms = val("--idle-ms")?
+                    .parse()
+                    .map_err(|e| format!("--idle-ms: {e}"))?
+            }
             "--json" => o.json = Some(val("--json")?),
             "--scenarios" => {
                 let v = val("--scenarios")?;
@@ -98,13 +116,26 @@ impl Workloads {
         let shapes = [64usize, 48, 128];
         let nets: Vec<Net> = shapes
             .iter()
-            .map(|&size| Net::new(NetConfig { size, ..NetConfig::standard() }, 42))
+            .map(|&size| {
+                Net::new(
+                    NetConfig {
+                        size,
+                        ..NetConfig::standard()
+                    },
+                    42,
+                )
+            })
             .collect();
         let images = nets.iter().map(|n| n.example_input(1)).collect();
         let (trace, label, batch, scale) = match &o.trace {
             Some(path) => {
                 let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
-                (Trace::from_csv(&text)?, format!("{path} × batch {}", o.batch), o.batch, 1.0)
+                (
+                    Trace::from_csv(&text)?,
+                    format!("{path} × batch {}", o.batch),
+                    o.batch,
+                    1.0,
+                )
             }
             None => (
                 Trace::synthetic_cnn(0.5),
@@ -163,10 +194,19 @@ pub fn cases(scenarios: &[Scenario]) -> Vec<(Scenario, WorkloadKind)> {
     v
 }
 
-fn run_peer<B: Backend>(b: &B, sc: Scenario, wk: WorkloadKind, w: &Workloads, d: Drive, faults: &mut FaultCounter) -> Result<Row, String> {
+fn run_peer<B: Backend>(
+    b: &B,
+    sc: Scenario,
+    wk: WorkloadKind,
+    w: &Workloads,
+    d: Drive,
+    faults: &mut FaultCounter,
+) -> Result<Row, String> {
     b.trim();
     let row = match wk {
-        WorkloadKind::Net => drive(b, sc, wk.name(), d, faults, |v| run_net_on(b, &w.nets[v], &w.images[v])),
+        WorkloadKind::Net => drive(b, sc, wk.name(), d, faults, |v| {
+            run_net_on(b, &w.nets[v], &w.images[v])
+        }),
         WorkloadKind::Large => {
             let mut slots = Vec::new();
             let mut fill = 0u8;
@@ -182,13 +222,22 @@ fn run_peer<B: Backend>(b: &B, sc: Scenario, wk: WorkloadKind, w: &Workloads, d:
 
 /// Runs one case on warmarena, with fresh arenas (the network through the
 /// session router).
-pub fn run_ours(sc: Scenario, wk: WorkloadKind, w: &Workloads, d: Drive, faults: &mut FaultCounter) -> Result<Row, String> {
+pub fn run_ours(
+    sc: Scenario,
+    wk: WorkloadKind,
+    w: &Workloads,
+    d: Drive,
+    faults: &mut FaultCounter,
+) -> Result<Row, String> {
     let b = ArenaBackend::default();
     match wk {
         WorkloadKind::Net => {
-            let session = Session::new(&Net::graph(), b.exec.clone(), b.io.clone()).map_err(|e| e.to_string())?;
+            let session = Session::new(&Net::graph(), b.exec.clone(), b.io.clone())
+                .map_err(|e| e.to_string())?;
             let mut ctx = RunContext::new(&session);
-            drive(&b, sc, wk.name(), d, faults, |v| run_net_session(&w.nets[v], &mut ctx, &w.images[v]))
+            drive(&b, sc, wk.name(), d, faults, |v| {
+                run_net_session(&w.nets[v], &mut ctx, &w.images[v])
+            })
         }
         WorkloadKind::Large => run_peer(&b, sc, wk, w, d, faults),
     }
@@ -201,10 +250,23 @@ fn mib(b: f64) -> f64 {
 fn print_case(rows: &[Row], peak: usize) {
     let Some(first) = rows.first() else { return };
     println!();
-    println!("scenario {} ({}) on {}:", first.scenario as usize, first.scenario.name(), first.workload);
+    println!(
+        "scenario {} ({}) on {}:",
+        first.scenario as usize,
+        first.scenario.name(),
+        first.workload
+    );
     println!(
         "  {:<10} {:>11} {:>10} {:>12} {:>13} {:>7} {:>22} {:>8} {:>10}",
-        "backend", "cold faults", "faults/run", "syscalls/run", "MiB from OS/run", "copies", "warm ms med [min-max]", "vs ours", "RSS/peak"
+        "backend",
+        "cold faults",
+        "faults/run",
+        "syscalls/run",
+        "MiB from OS/run",
+        "copies",
+        "warm ms med [min-max]",
+        "vs ours",
+        "RSS/peak"
     );
     let base = first.warm_nanos_median().max(1) as f64;
     for r in rows {
@@ -215,13 +277,23 @@ fn print_case(rows: &[Row], peak: usize) {
             r.backend,
             r.cold.minor_faults,
             r.warm_faults_median(),
-            r.warm_syscalls_median().map_or("n/a".to_string(), |v| v.to_string()),
-            r.warm_system_bytes_median().map_or("n/a".to_string(), |v| format!("{:.1}", mib(v as f64))),
+            r.warm_syscalls_median()
+                .map_or("n/a".to_string(), |v| v.to_string()),
+            r.warm_system_bytes_median()
+                .map_or("n/a".to_string(), |v| format!("{:.1}", mib(v as f64))),
             r.warm_copies,
-            format!("{:.2} [{:.2}-{:.2}]", med / 1e6, lo as f64 / 1e6, hi as f64 / 1e6),
+            format!(
+                "{:.2} [{:.2}-{:.2}]",
+                med / 1e6,
+                lo as f64 / 1e6,
+                hi as f64 / 1e6
+            ),
             med / base,
             if peak > 0 {
-                format!("{:.2}", r.rss_after.saturating_sub(r.rss_before) as f64 / peak as f64)
+                format!(
+                    "{:.2}",
+                    r.rss_after.saturating_sub(r.rss_before) as f64 / peak as f64
+                )
             } else {
                 "-".into()
             }
@@ -246,7 +318,11 @@ fn print_case(rows: &[Row], peak: usize) {
                 "  {}: trim after the one-off run: {} ; RSS {:.1} -> {:.1} MiB",
                 r.backend,
                 match (t.released, t.retained_before) {
-                    (Some(rel), Some(ret)) => format!("released {:.1} of {:.1} MiB retained", mib(rel as f64), mib(ret as f64)),
+                    (Some(rel), Some(ret)) => format!(
+                        "released {:.1} of {:.1} MiB retained",
+                        mib(rel as f64),
+                        mib(ret as f64)
+                    ),
                     _ => "allocator's own release (malloc_trim / mi_collect / purge)".into(),
                 },
                 mib(t.rss_before as f64),
@@ -264,7 +340,11 @@ fn opt(v: Option<u64>) -> String {
 pub fn to_json(rows: &[Row], w: &Workloads, net_peak: usize) -> String {
     let mut s = String::from("[\n");
     for (k, r) in rows.iter().enumerate() {
-        let peak = if r.workload == "large-model" { w.large_peak() } else { net_peak };
+        let peak = if r.workload == "large-model" {
+            w.large_peak()
+        } else {
+            net_peak
+        };
         let (lo, hi) = r.warm_nanos_range();
         let _ = write!(
             s,
@@ -325,7 +405,11 @@ pub fn to_json(rows: &[Row], w: &Workloads, net_peak: usize) -> String {
 }
 
 /// Runs every case on every back end; returns the rows in report order.
-pub fn collect(o: &ReportOptions, w: &Workloads, mut progress: impl FnMut(usize, usize, &str)) -> Result<Vec<Vec<Row>>, String> {
+pub fn collect(
+    o: &ReportOptions,
+    w: &Workloads,
+    mut progress: impl FnMut(usize, usize, &str),
+) -> Result<Vec<Vec<Row>>, String> {
     let d = Drive {
         runs: o.runs,
         idle: Duration::from_millis(o.idle_ms),
@@ -351,21 +435,34 @@ static MIMALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[cfg(feature = "peers")]
 static JEMALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-type PeerFn = fn(Scenario, WorkloadKind, &Workloads, Drive, &mut FaultCounter) -> Result<Row, String>;
+type PeerFn =
+    fn(Scenario, WorkloadKind, &Workloads, Drive, &mut FaultCounter) -> Result<Row, String>;
 
 fn peers() -> Vec<PeerFn> {
     let glibc: PeerFn = |sc, wk, w, d, f| {
-        let p = Peer { alloc: &SYSTEM, name: "glibc", release: release_glibc };
+        let p = Peer {
+            alloc: &SYSTEM,
+            name: "glibc",
+            release: release_glibc,
+        };
         run_peer(&p, sc, wk, w, d, f)
     };
     #[cfg(feature = "peers")]
     {
         let mi: PeerFn = |sc, wk, w, d, f| {
-            let p = Peer { alloc: &MIMALLOC, name: "mimalloc", release: release_mimalloc };
+            let p = Peer {
+                alloc: &MIMALLOC,
+                name: "mimalloc",
+                release: release_mimalloc,
+            };
             run_peer(&p, sc, wk, w, d, f)
         };
         let je: PeerFn = |sc, wk, w, d, f| {
-            let p = Peer { alloc: &JEMALLOC, name: "jemalloc", release: release_jemalloc };
+            let p = Peer {
+                alloc: &JEMALLOC,
+                name: "jemalloc",
+                release: release_jemalloc,
+            };
             run_peer(&p, sc, wk, w, d, f)
         };
         vec![glibc, mi, je]
@@ -384,7 +481,8 @@ pub fn main(args: &[String]) -> Result<(), String> {
     let source = FaultCounter::new().source();
     let net_peak = {
         let b = ArenaBackend::default();
-        let session = Session::new(&Net::graph(), b.exec.clone(), b.io.clone()).map_err(|e| e.to_string())?;
+        let session =
+            Session::new(&Net::graph(), b.exec.clone(), b.io.clone()).map_err(|e| e.to_string())?;
         let mut ctx = RunContext::new(&session);
         drop(run_net_session(&w.nets[0], &mut ctx, &w.images[0]));
         b.exec.stats().peak_live_bytes
@@ -408,7 +506,11 @@ pub fn main(args: &[String]) -> Result<(), String> {
     })?;
     eprintln!("\r{:60}", "");
     for case in &rows {
-        let peak = if case[0].workload == "large-model" { w.large_peak() } else { net_peak };
+        let peak = if case[0].workload == "large-model" {
+            w.large_peak()
+        } else {
+            net_peak
+        };
         print_case(case, peak);
     }
     println!();

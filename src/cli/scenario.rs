@@ -170,27 +170,28 @@ pub fn drive<B: Backend>(
     mut run: impl FnMut(usize) -> Option<Vec<B::Out>>,
 ) -> Result<Row, String> {
     let refused = || format!("{} refused an allocation in {}", b.name(), sc.name());
-    let mut timed = |variant: usize, faults: &mut FaultCounter| -> Result<(RunCost, Vec<B::Out>), String> {
-        let (sys0, bytes0) = (b.syscalls(), b.system_bytes());
-        faults.reset();
-        let t0 = Instant::now();
-        let outs = run(variant).ok_or_else(refused)?;
-        let nanos = t0.elapsed().as_nanos() as u64;
-        let f = faults.read();
-        let delta = |a: Option<u64>, z: Option<u64>| match (a, z) {
-            (Some(a), Some(z)) => Some(z.saturating_sub(a)),
-            _ => None,
+    let mut timed =
+        |variant: usize, faults: &mut FaultCounter| -> Result<(RunCost, Vec<B::Out>), String> {
+            let (sys0, bytes0) = (b.syscalls(), b.system_bytes());
+            faults.reset();
+            let t0 = Instant::now();
+            let outs = run(variant).ok_or_else(refused)?;
+            let nanos = t0.elapsed().as_nanos() as u64;
+            let f = faults.read();
+            let delta = |a: Option<u64>, z: Option<u64>| match (a, z) {
+                (Some(a), Some(z)) => Some(z.saturating_sub(a)),
+                _ => None,
+            };
+            Ok((
+                RunCost {
+                    minor_faults: f.minor,
+                    nanos,
+                    syscalls: delta(sys0, b.syscalls()),
+                    system_bytes: delta(bytes0, b.system_bytes()),
+                },
+                outs,
+            ))
         };
-        Ok((
-            RunCost {
-                minor_faults: f.minor,
-                nanos,
-                syscalls: delta(sys0, b.syscalls()),
-                system_bytes: delta(bytes0, b.system_bytes()),
-            },
-            outs,
-        ))
-    };
     let rss_before = rss_bytes();
     let mut held: VecDeque<Vec<B::Out>> = VecDeque::new();
     let keep = if sc == Scenario::HoldOutputs { 8 } else { 0 };
@@ -206,7 +207,9 @@ pub fn drive<B: Backend>(
     let (cold, outs) = if sc == Scenario::OneOffThenTrim {
         let (_, big) = timed(2, faults)?;
         drop(big);
-        let retained_before = b.arena_stats().map(|(e, i)| e.retained_bytes + i.retained_bytes);
+        let retained_before = b
+            .arena_stats()
+            .map(|(e, i)| e.retained_bytes + i.retained_bytes);
         let rss_pre = rss_bytes();
         let released = b.trim();
         trim = Some(TrimFigures {

@@ -24,7 +24,12 @@ unsafe fn floats<'a>(p: *mut u8, len: usize) -> &'a mut [f32] {
 pub fn run_net_on<B: Backend>(b: &B, net: &Net, image: &[f32]) -> Option<Vec<B::Out>> {
     let cfg = net.config;
     let bufs = cfg.buffers();
-    let size = |node: usize, what: &str| bufs.iter().find(|(n, w, _)| *n == node && *w == what).map(|x| x.2).unwrap_or(0);
+    let size = |node: usize, what: &str| {
+        bufs.iter()
+            .find(|(n, w, _)| *n == node && *w == what)
+            .map(|x| x.2)
+            .unwrap_or(0)
+    };
     let (c, h, w) = (cfg.channels, cfg.size, cfg.size);
     let act = size(CONV1, "c1");
     let n = act / 4;
@@ -34,23 +39,54 @@ pub fn run_net_on<B: Backend>(b: &B, net: &Net, image: &[f32]) -> Option<Vec<B::
     let mut c1 = b.alloc(act, false)?;
     let mut ws = b.alloc(size(CONV1, "workspace"), false)?;
     unsafe {
-        kernels::conv3x3(image, cfg.in_channels, h, w, weights.w1, weights.b1, c, floats(B::ptr(&mut c1), act), floats(B::ptr(&mut ws), size(CONV1, "workspace")));
+        kernels::conv3x3(
+            image,
+            cfg.in_channels,
+            h,
+            w,
+            weights.w1,
+            weights.b1,
+            c,
+            floats(B::ptr(&mut c1), act),
+            floats(B::ptr(&mut ws), size(CONV1, "workspace")),
+        );
     }
     b.free(ws);
     let mut r1 = b.alloc(act, false)?;
-    unsafe { kernels::relu(&floats(B::ptr(&mut c1), act)[..n], floats(B::ptr(&mut r1), act)) };
+    unsafe {
+        kernels::relu(
+            &floats(B::ptr(&mut c1), act)[..n],
+            floats(B::ptr(&mut r1), act),
+        )
+    };
     b.free(c1);
     let mut c2 = b.alloc(act, false)?;
     let mut ws = b.alloc(size(CONV2, "workspace"), false)?;
     unsafe {
-        kernels::conv3x3(floats(B::ptr(&mut r1), act), c, h, w, weights.w2, weights.b2, c, floats(B::ptr(&mut c2), act), floats(B::ptr(&mut ws), size(CONV2, "workspace")));
+        kernels::conv3x3(
+            floats(B::ptr(&mut r1), act),
+            c,
+            h,
+            w,
+            weights.w2,
+            weights.b2,
+            c,
+            floats(B::ptr(&mut c2), act),
+            floats(B::ptr(&mut ws), size(CONV2, "workspace")),
+        );
     }
     b.free(ws);
     let mut r2 = b.alloc(act, false)?;
     unsafe { kernels::relu(floats(B::ptr(&mut c2), act), floats(B::ptr(&mut r2), act)) };
     b.free(c2);
     let mut sum = b.alloc(act, false)?;
-    unsafe { kernels::add(floats(B::ptr(&mut r1), act), floats(B::ptr(&mut r2), act), floats(B::ptr(&mut sum), act)) };
+    unsafe {
+        kernels::add(
+            floats(B::ptr(&mut r1), act),
+            floats(B::ptr(&mut r2), act),
+            floats(B::ptr(&mut sum), act),
+        )
+    };
     b.free(r1);
     b.free(r2);
     let fb = size(HEAD, "features");
@@ -59,19 +95,40 @@ pub fn run_net_on<B: Backend>(b: &B, net: &Net, image: &[f32]) -> Option<Vec<B::
     let mut pooled = b.alloc(pb, false)?;
     let mut ws = b.alloc(size(HEAD, "workspace"), false)?;
     unsafe {
-        kernels::head(floats(B::ptr(&mut sum), act), c, h, w, floats(B::ptr(&mut features), fb), floats(B::ptr(&mut pooled), pb), floats(B::ptr(&mut ws), w * 4));
+        kernels::head(
+            floats(B::ptr(&mut sum), act),
+            c,
+            h,
+            w,
+            floats(B::ptr(&mut features), fb),
+            floats(B::ptr(&mut pooled), pb),
+            floats(B::ptr(&mut ws), w * 4),
+        );
     }
     b.free(ws);
     b.free(sum);
     let lb = size(FC, "logits");
     let mut logits = b.alloc(lb, true)?;
-    unsafe { kernels::matmul(floats(B::ptr(&mut pooled), pb), weights.wfc, 1, pb / 4, cfg.classes, floats(B::ptr(&mut logits), lb)) };
+    unsafe {
+        kernels::matmul(
+            floats(B::ptr(&mut pooled), pb),
+            weights.wfc,
+            1,
+            pb / 4,
+            cfg.classes,
+            floats(B::ptr(&mut logits), lb),
+        )
+    };
     b.free(pooled);
     Some(vec![b.export(features)?, b.export(logits)?])
 }
 
 /// One run of `net` through the session router (warmarena's own path).
-pub fn run_net_session<'i>(net: &Net, ctx: &mut RunContext<'_, 'i>, image: &'i [f32]) -> Option<Vec<crate::IoLease>> {
+pub fn run_net_session<'i>(
+    net: &Net,
+    ctx: &mut RunContext<'_, 'i>,
+    image: &'i [f32],
+) -> Option<Vec<crate::IoLease>> {
     ctx.clear();
     let out = net.run(ctx, image).ok()?;
     Some(vec![out.features, out.logits])
@@ -87,7 +144,12 @@ pub struct TraceRun {
 impl TraceRun {
     /// One replay on `b`: frees then allocations at each step, every byte
     /// written; buffers still live at the end are exported.
-    pub fn run<B: Backend>(&self, b: &B, slots: &mut Vec<Option<B::Buf>>, fill: u8) -> Option<Vec<B::Out>> {
+    pub fn run<B: Backend>(
+        &self,
+        b: &B,
+        slots: &mut Vec<Option<B::Buf>>,
+        fill: u8,
+    ) -> Option<Vec<B::Out>> {
         let s = &self.schedule;
         slots.resize_with(s.len(), || None);
         for (frees, allocs) in s.steps() {
