@@ -64,7 +64,12 @@ pub const SEGMENT_CARVE_MAX: usize = 16 << 20;
 
 /// The length of one segment: 2 MiB-aligned, huge-page advised, shared by
 /// every class carved from segments.
+#[cfg(not(miri))]
 pub(crate) const SEGMENT_LEN: usize = 32 << 20;
+/// Under Miri (a heap stand-in whose every byte is tracked) segments are
+/// small and carve only the classes that fit, so tests stay fast.
+#[cfg(miri)]
+pub(crate) const SEGMENT_LEN: usize = 1 << 20;
 
 /// The length of one small-class run.
 pub(crate) const RUN_LEN: usize = 256 << 10;
