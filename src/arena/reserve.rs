@@ -40,7 +40,7 @@ impl ArenaState {
         let cap = capacity(class);
         if cap < CARVE_LIMIT {
             self.carve(class, os)
-        } else if cap < SEGMENT_CARVE_MAX && cap <= SEGMENT_LEN {
+        } else if cap < SEGMENT_CARVE_MAX.min(SEGMENT_LEN + 1) {
             self.carve_segment(class, size, align, os)
         } else {
             self.map_block(class, size, os)
