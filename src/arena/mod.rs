@@ -32,6 +32,8 @@ mod reserve;
 mod reuse;
 pub(crate) mod shared;
 pub(crate) mod state;
+#[cfg(test)]
+mod tests;
 
 pub use config::ArenaConfig;
 pub use error::AllocError;
