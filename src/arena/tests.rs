@@ -207,7 +207,11 @@ fn bad_requests_leave_the_arena_as_it_was() {
     let after = arena.stats();
     assert_eq!(
         (after.live_bytes, after.retained_bytes, after.mapped_bytes),
-        (before.live_bytes, before.retained_bytes, before.mapped_bytes)
+        (
+            before.live_bytes,
+            before.retained_bytes,
+            before.mapped_bytes
+        )
     );
 }
 
