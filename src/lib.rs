@@ -5,6 +5,7 @@ pub mod alloc_api;
 pub mod arena;
 pub mod cli;
 pub mod faults;
+pub mod global;
 pub mod handle;
 pub mod net;
 pub mod os;

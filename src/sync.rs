@@ -8,6 +8,12 @@
 //! read-modify-write. Waiters spin briefly and then yield the CPU; the long
 //! holders (system calls on the cold path, `trim`) are rare by design.
 
+/// The atomics lock-free structures use (`arena::owners`), in one place so a
+/// later `loom` model can swap them.
+pub(crate) mod atomic {
+    pub(crate) use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+}
+
 use core::cell::UnsafeCell;
 use core::ops::{Deref, DerefMut};
 use core::sync::atomic::{AtomicBool, Ordering};

@@ -26,6 +26,8 @@ mod bitmap;
 pub(crate) mod blocks;
 mod config;
 mod error;
+pub(crate) mod metadata;
+pub mod owners;
 pub(crate) mod pins;
 mod release;
 mod reserve;

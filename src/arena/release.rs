@@ -3,6 +3,7 @@
 //! retention cap evicts the oldest retained buffers; `trim` releases them all.
 
 use super::blocks::{BlockState, DEDICATED, NIL};
+use super::owners;
 use super::state::ArenaState;
 use crate::os::{self, OsCounters};
 use crate::size_class::CLASS_COUNT;
@@ -40,6 +41,9 @@ impl ArenaState {
     }
 
     fn unmap_block(&mut self, i: u32, addr: usize, map_len: usize, os: &OsCounters) {
+        // Clear the owner entries first: once unmapped, the kernel may give
+        // these addresses to another allocator.
+        owners::unregister(addr, map_len, self.owner);
         if let Some(p) = NonNull::new(addr as *mut u8) {
             // SAFETY: the block owns this whole mapping and is no longer live
             // or retained, so nothing refers to its memory.

@@ -4,10 +4,14 @@
 //! dedicated mapping that is released on free.
 //!
 //! Every step that can fail (metadata room, the mapping itself) happens before
-//! any state changes, so a refusal leaves the arena exactly as it was.
+//! any state changes, so a refusal leaves the arena exactly as it was. Each
+//! new mapping is registered in the owner table (`owners.rs`) before any
+//! buffer of it is handed out; registration is best effort (the global
+//! allocator checks it before it serves a buffer), so it cannot fail a request.
 
 use super::blocks::{Block, BlockState, DEDICATED, NIL};
 use super::error::AllocError;
+use super::owners::{self, GRANULE};
 use super::state::{ArenaState, Grant, Run};
 use super::{CARVE_LIMIT, MAX_ALIGN, RUN_ALIGN, RUN_LEN};
 use crate::os::{self, MapRequest, OsCounters, OsError, HUGE_PAGE_SIZE};
@@ -97,6 +101,7 @@ impl ArenaState {
                 prefault: self.config.prefault,
             };
             let base = os::map(req, os).map_err(|e| oom(cap, e))?;
+            owners::register(base.as_ptr() as usize, RUN_LEN, self.owner);
             self.runs.push(Run {
                 base: base.as_ptr() as usize,
                 len: RUN_LEN,
@@ -143,6 +148,7 @@ impl ArenaState {
             prefault: self.config.prefault,
         };
         let p = os::map(req, os).map_err(|e| oom(cap, e))?;
+        owners::register(p.as_ptr() as usize, cap, self.owner);
         if !req.prefault {
             let touched = os::round_to_pages(size).unwrap_or(cap).min(cap);
             if touched < cap {
@@ -170,13 +176,16 @@ impl ArenaState {
     ) -> Result<Grant, AllocError> {
         let len = os::round_to_pages(size).ok_or(AllocError::SizeOverflow { size })?;
         self.room_for_one_block(size)?;
+        // Aligned to the owner table's granule so the buffer's first granule
+        // is wholly the arena's and can be registered (see `owners.rs`).
         let req = MapRequest {
             len,
-            align,
+            align: align.max(GRANULE),
             huge_pages: self.config.huge_pages,
             prefault: self.config.prefault,
         };
         let p = os::map(req, os).map_err(|e| oom(size, e))?;
+        owners::register(p.as_ptr() as usize, len, self.owner);
         self.stats.mapped_bytes += len;
         self.stats.dedicated_allocations += 1;
         Ok(self.grant_new(Block::new(p.as_ptr() as usize, len, DEDICATED, NIL, len)))

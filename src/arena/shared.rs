@@ -11,6 +11,8 @@
 
 use super::blocks::BlockState;
 use super::error::AllocError;
+use super::metadata;
+use super::owners::Owner;
 use super::pins::{PinInfo, PinRecord};
 use super::state::{ArenaState, Grant};
 use super::{ArenaConfig, ArenaKind, MAX_ALIGN};
@@ -54,9 +56,17 @@ impl ArenaCore {
         match class_of(eff) {
             Some(c) => match st.take_warm(c, align) {
                 Some(g) => Ok(g),
-                None => st.take_cold(c, eff, &self.os),
+                None => {
+                    // The cold path may grow metadata through the global
+                    // allocator while this thread holds the lock.
+                    let _m = metadata::enter();
+                    st.take_cold(c, eff, &self.os)
+                }
             },
-            None => st.map_dedicated(eff, align, &self.os),
+            None => {
+                let _m = metadata::enter();
+                st.map_dedicated(eff, align, &self.os)
+            }
         }
     }
 
@@ -72,6 +82,36 @@ impl ArenaCore {
             let core = unsafe { this.as_ref() };
             let mut st = core.lock();
             let returned = st.free(block, addr, &core.os);
+            (returned, st.orphaned && st.stats.live_buffers == 0)
+        };
+        if dead {
+            // SAFETY: no handle and no live buffer remains, and the decision
+            // was taken under the lock, so no one else can reach the body.
+            unsafe { Self::destroy(this) };
+        }
+        returned
+    }
+
+    /// Returns the live buffer that starts at `addr`, found by address, and
+    /// frees the body when that was the last thing keeping it alive: the
+    /// by-address twin of [`ArenaCore::free`], for owners that hold no
+    /// handle (the scoped global allocator). `false` (and no change) when
+    /// no live buffer starts at `addr`.
+    ///
+    /// # Safety
+    /// `this` must be the body's original pointer (as registered in the
+    /// owner table or returned by [`CoreHandle::ptr`]) and the body must be
+    /// alive: the buffer at `addr` is live, or the caller holds a handle.
+    /// When this returns, the body may be gone.
+    pub(crate) unsafe fn free_by_addr(this: NonNull<ArenaCore>, addr: usize) -> bool {
+        let (returned, dead) = {
+            // SAFETY: the caller guarantees `this` is live for this call.
+            let core = unsafe { this.as_ref() };
+            let mut st = core.lock();
+            let returned = match st.live_block_at(addr) {
+                Some(i) => st.free(i, addr, &core.os),
+                None => false,
+            };
             (returned, st.orphaned && st.stats.live_buffers == 0)
         };
         if dead {
@@ -222,14 +262,38 @@ unsafe impl Sync for CoreHandle {}
 
 impl CoreHandle {
     pub(crate) fn new(kind: ArenaKind, config: ArenaConfig) -> Self {
-        let body = Box::new(ArenaCore {
-            kind,
-            handles: AtomicUsize::new(1),
-            state: SpinLock::new(ArenaState::new(config)),
-            os: OsCounters::new(),
-        });
+        // The body is arena metadata: never served from a scoped arena.
+        let body = {
+            let _m = metadata::enter();
+            Box::new(ArenaCore {
+                kind,
+                handles: AtomicUsize::new(1),
+                state: SpinLock::new(ArenaState::new(config)),
+                os: OsCounters::new(),
+            })
+        };
+        let raw = Box::into_raw(body);
+        // SAFETY: `raw` is the only pointer to the new body; the owner tag
+        // keeps its provenance so the owner table can lead back to it.
+        unsafe { (*raw).state.get_mut().owner = Owner(raw.cast()) };
         // SAFETY: Box::into_raw never returns null.
-        CoreHandle(unsafe { NonNull::new_unchecked(Box::into_raw(body)) })
+        CoreHandle(unsafe { NonNull::new_unchecked(raw) })
+    }
+
+    /// Gives up this handle's count without dropping it: the body stays
+    /// alive until [`CoreHandle::from_raw`] takes the count back.
+    pub(crate) fn into_raw(self) -> NonNull<ArenaCore> {
+        let p = self.0;
+        core::mem::forget(self);
+        p
+    }
+
+    /// Takes back a count given up by [`CoreHandle::into_raw`].
+    ///
+    /// # Safety
+    /// `p` must come from `into_raw`, and each such count is taken back once.
+    pub(crate) unsafe fn from_raw(p: NonNull<ArenaCore>) -> Self {
+        CoreHandle(p)
     }
 
     /// The body, for buffers that must find their way back.

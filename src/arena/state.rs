@@ -6,6 +6,7 @@
 use super::bitmap::ClassBitmap;
 use super::blocks::{BlockState, BlockTable, List, NIL};
 use super::config::ArenaConfig;
+use super::owners::{self, Owner};
 use super::pins::PinTable;
 use crate::os::{self, OsCounters};
 use crate::size_class::CLASS_COUNT;
@@ -77,6 +78,9 @@ pub(crate) struct ArenaState {
     pub stats: ArenaStats,
     /// Every handle is gone; the last live buffer frees the arena.
     pub orphaned: bool,
+    /// The body's own pointer, under which this arena's mappings are
+    /// registered in the owner table (`owners.rs`); set once the body exists.
+    pub owner: Owner,
 }
 
 impl ArenaState {
@@ -97,6 +101,7 @@ impl ArenaState {
                 ..ArenaStats::default()
             },
             orphaned: false,
+            owner: Owner::NONE,
         }
     }
 
@@ -125,6 +130,7 @@ impl ArenaState {
     pub(crate) fn release_everything(&mut self, os: &OsCounters) {
         for b in self.table.iter() {
             if b.state != BlockState::Vacant && b.map_len > 0 {
+                owners::unregister(b.addr, b.map_len, self.owner);
                 if let Some(p) = NonNull::new(b.addr as *mut u8) {
                     // SAFETY: the block owns this whole mapping and, with the
                     // arena gone, nobody can reach its memory any more.
@@ -133,6 +139,7 @@ impl ArenaState {
             }
         }
         for r in &self.runs {
+            owners::unregister(r.base, r.len, self.owner);
             if let Some(p) = NonNull::new(r.base as *mut u8) {
                 // SAFETY: each run is one mapping owned by the arena; no block
                 // carved from it is reachable once the arena is gone.

@@ -1,0 +1,210 @@
+//! An unmodified third-party workload (`serde_json` parsing, walking and
+//! re-serializing a ~6 MiB document) run 1 + 10 times with `ScopedGlobal`
+//! installed: once inside a scope on an execution arena, once without, with
+//! the figures side by side. Inside the scope, the 10 warm iterations should
+//! call the system allocator 0 times and take 0 new page faults.
+//!
+//! `cargo run --release --example global_scope` (exits non-zero if the
+//! scoped warm iterations call the system allocator or fault).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::time::Instant;
+use warmarena::faults::FaultCounter;
+use warmarena::global::{self, ScopedGlobal};
+use warmarena::ExecutionArena;
+
+thread_local! {
+    static SYSTEM_CALLS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// `System`, counting this thread's allocation calls (alloc, alloc_zeroed,
+/// realloc): what "calls the system allocator" means below.
+struct CountingSystem;
+
+fn bump() {
+    let _ = SYSTEM_CALLS.try_with(|c| c.set(c.get() + 1));
+}
+
+// SAFETY: every call forwards to `System` with the caller's arguments.
+unsafe impl GlobalAlloc for CountingSystem {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        bump();
+        // SAFETY: forwarded contract.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        bump();
+        // SAFETY: forwarded contract.
+        unsafe { System.alloc_zeroed(l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        bump();
+        // SAFETY: forwarded contract.
+        unsafe { System.realloc(p, l, n) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: forwarded contract.
+        unsafe { System.dealloc(p, l) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: ScopedGlobal<CountingSystem> = ScopedGlobal::over(CountingSystem);
+
+fn system_calls() -> u64 {
+    SYSTEM_CALLS.with(Cell::get)
+}
+
+/// A JSON document of `n` records with strings, numbers and nested arrays.
+fn document(n: usize) -> String {
+    let mut s = String::from("[");
+    for i in 0..n {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str(&format!(
+            r#"{{"id":{i},"name":"user number {i}","score":{:.3},"tags":["t{}","t{}","t{}"],"nested":{{"xs":[{},{},{},{}],"flag":{}}}}}"#,
+            i as f64 * 0.37,
+            i % 11,
+            i % 13,
+            i % 17,
+            i,
+            i * 2,
+            i * 3,
+            i * 4,
+            i % 2 == 0
+        ));
+    }
+    s.push(']');
+    s
+}
+
+/// The third-party workload: parse into a `Value` tree, walk it, print it back.
+fn workload(doc: &str) -> (f64, usize) {
+    let v: serde_json::Value = serde_json::from_str(doc).expect("valid JSON");
+    let mut sum = 0.0;
+    let mut strings = 0;
+    for rec in v.as_array().expect("an array") {
+        sum += rec["score"].as_f64().unwrap_or(0.0);
+        strings += rec["tags"].as_array().map_or(0, Vec::len);
+        sum += rec["nested"]["xs"]
+            .as_array()
+            .map_or(0.0, |xs| xs.iter().filter_map(|x| x.as_f64()).sum());
+    }
+    let out = serde_json::to_string(&v).expect("serializable");
+    (sum, strings + out.len())
+}
+
+/// Touches the next 256 KiB of stack so that stack growth is not counted.
+#[inline(never)]
+fn pre_touch_stack() {
+    let mut pad = [0u8; 256 << 10];
+    for i in (0..pad.len()).step_by(4096) {
+        pad[i] = 1;
+    }
+    std::hint::black_box(&mut pad);
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Iter {
+    system_calls: u64,
+    faults: u64,
+    micros: u128,
+}
+
+fn one(doc: &str, arena: Option<&ExecutionArena>, counter: &mut FaultCounter) -> Iter {
+    pre_touch_stack();
+    let calls = system_calls();
+    counter.reset();
+    let t = Instant::now();
+    let r = match arena {
+        Some(a) => global::scope(a, || workload(doc)),
+        None => workload(doc),
+    };
+    let micros = t.elapsed().as_micros();
+    let faults = counter.read();
+    std::hint::black_box(r);
+    Iter {
+        system_calls: system_calls() - calls,
+        faults: faults.minor + faults.major,
+        micros,
+    }
+}
+
+fn run(doc: &str, arena: Option<&ExecutionArena>, counter: &mut FaultCounter) -> (Iter, Vec<Iter>) {
+    let cold = one(doc, arena, counter);
+    let warm = (0..10).map(|_| one(doc, arena, counter)).collect();
+    (cold, warm)
+}
+
+fn median(mut v: Vec<u128>) -> u128 {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+fn main() {
+    let doc = document(40_000);
+    let mut counter = FaultCounter::new();
+    // The first execution of code pages faults too: run both shapes once on a
+    // throwaway arena (and once unscoped) so that only data pages can fault
+    // in the measured runs.
+    {
+        let throwaway = ExecutionArena::new();
+        one(&doc, Some(&throwaway), &mut counter);
+        one(&doc, Some(&throwaway), &mut counter);
+        one(&doc, None, &mut counter);
+    }
+    let arena = ExecutionArena::new();
+    let g0 = global::stats();
+    let (s_cold, s_warm) = run(&doc, Some(&arena), &mut counter);
+    let g1 = global::stats();
+    let (u_cold, u_warm) = run(&doc, None, &mut counter);
+
+    println!(
+        "serde_json: parse + walk + serialize a {:.1} MiB document, 1 cold + 10 warm iterations, faults via {:?}",
+        doc.len() as f64 / (1 << 20) as f64,
+        counter.source()
+    );
+    println!();
+    println!("| mode | cold system allocs | cold faults | cold ms | warm system allocs (10 runs) | warm faults (10 runs) | warm ms (median) |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for (name, cold, warm) in [
+        ("scoped (arena)", s_cold, &s_warm),
+        ("unscoped (system)", u_cold, &u_warm),
+    ] {
+        println!(
+            "| {name} | {} | {} | {:.2} | {} | {} | {:.2} |",
+            cold.system_calls,
+            cold.faults,
+            cold.micros as f64 / 1000.0,
+            warm.iter().map(|i| i.system_calls).sum::<u64>(),
+            warm.iter().map(|i| i.faults).sum::<u64>(),
+            median(warm.iter().map(|i| i.micros).collect()) as f64 / 1000.0
+        );
+    }
+    let s = arena.stats();
+    println!();
+    println!(
+        "arena: {} cold + {} warm allocations, retained {:.1} MiB, {} system calls",
+        s.cold_allocations,
+        s.warm_allocations,
+        s.retained_bytes as f64 / (1 << 20) as f64,
+        s.os.syscalls()
+    );
+    println!(
+        "global (scoped runs): {} scoped allocs ({:.1} MiB), {} fallback, {} metadata, {} in-place / {} moved reallocs",
+        g1.scoped_allocs - g0.scoped_allocs,
+        (g1.scoped_bytes - g0.scoped_bytes) as f64 / (1 << 20) as f64,
+        g1.fallback_allocs - g0.fallback_allocs,
+        g1.metadata_allocs - g0.metadata_allocs,
+        g1.realloc_in_place - g0.realloc_in_place,
+        g1.realloc_moved - g0.realloc_moved
+    );
+    let warm_calls: u64 = s_warm.iter().map(|i| i.system_calls).sum();
+    let warm_faults: u64 = s_warm.iter().map(|i| i.faults).sum();
+    if warm_calls != 0 || warm_faults != 0 {
+        eprintln!("FAIL: scoped warm iterations made {warm_calls} system allocations and took {warm_faults} faults");
+        std::process::exit(1);
+    }
+}

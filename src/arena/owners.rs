@@ -1,0 +1,250 @@
+//! Which arena owns an address: a lock-free, two-level radix map from 64 KiB
+//! granules of the address space to the arena body that mapped them.
+//!
+//! The scoped global allocator (`crate::global`) must send every
+//! `dealloc`/`realloc` to the owner of the pointer, whatever scope the freeing
+//! thread is in, and it must decide in a few nanoseconds, because every free
+//! of system memory asks too. A lookup is two atomic loads: the leaf for the
+//! pointer's 4 GiB region, then the granule's entry in it.
+//!
+//! What is registered: only granules that lie *wholly* inside one arena
+//! mapping. Every buffer an arena serves starts in such a granule (runs are
+//! 64 KiB-aligned and 256 KiB long; every other mapping starts 64 KiB-aligned),
+//! and no memory of anyone else can lie in such a granule, so a lookup never
+//! mistakes a system pointer for arena memory. The partial granule at the end
+//! of, say, a 72 KiB mapping stays unregistered: no buffer starts there, and
+//! the kernel may place someone else's mapping in its other half.
+//!
+//! Ordering: an arena registers a mapping (release stores) before it hands out
+//! any buffer of it, and unregisters it before it unmaps it, so any thread
+//! that legitimately holds a pointer sees its owner, and a granule is clear
+//! before the kernel can reuse its addresses for another allocator.
+//!
+//! Leaves (2^16 entries, 512 KiB of address space each, touched only where
+//! used) are mapped through [`crate::os`] on first use, counted in
+//! [`table_os_stats`], and never freed: they must stay readable by lock-free
+//! readers forever. A failed leaf mapping only means the range stays
+//! unregistered; the global allocator checks ownership of every buffer it
+//! hands out and falls back to the system allocator when the check fails.
+
+use crate::os::{self, MapRequest, OsCounters, OsStats};
+use crate::sync::atomic::{AtomicPtr, Ordering};
+use core::ptr::{null_mut, NonNull};
+
+/// log2 of the granule: 64 KiB, the smallest alignment of any arena mapping.
+pub const GRANULE_BITS: u32 = 16;
+/// The granule of the map: 64 KiB.
+pub const GRANULE: usize = 1 << GRANULE_BITS;
+const LEAF_BITS: u32 = 16;
+const LEAF_LEN: usize = 1 << LEAF_BITS;
+/// Addresses are covered up to 2^48 (user space on x86_64 and aarch64 with
+/// four-level page tables).
+const TOP_BITS: u32 = 48 - GRANULE_BITS - LEAF_BITS;
+const TOP_LEN: usize = 1 << TOP_BITS;
+
+/// One 4 GiB region's entries: the owner of each granule, or null.
+type Leaf = [AtomicPtr<()>; LEAF_LEN];
+
+/// The top level: 2^16 leaf pointers (512 KiB of zeroed static memory; only
+/// the pages for regions in use are ever touched).
+static TOP: [AtomicPtr<Leaf>; TOP_LEN] = [const { AtomicPtr::new(null_mut()) }; TOP_LEN];
+
+/// The system calls made for leaves.
+static TABLE_OS: OsCounters = OsCounters::new();
+
+/// An owner as the table stores it: the arena body's original pointer, kept
+/// with its provenance so it can be turned back into the body's pointer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Owner(pub(crate) *mut ());
+
+impl Owner {
+    pub(crate) const NONE: Owner = Owner(null_mut());
+}
+
+// SAFETY: an `Owner` is an identity (an address with provenance); it is only
+// dereferenced by code that proves the body alive by other means.
+unsafe impl Send for Owner {}
+// SAFETY: as above.
+unsafe impl Sync for Owner {}
+
+/// The system calls the table made for its leaves so far.
+///
+/// ```
+/// let s = warmarena::arena::owners::table_os_stats();
+/// // Leaves are unmapped only when a racing thread installed one first.
+/// assert!(s.unmaps <= s.maps);
+/// ```
+pub fn table_os_stats() -> OsStats {
+    TABLE_OS.snapshot()
+}
+
+fn split(addr: usize) -> Option<(usize, usize)> {
+    let g = addr >> GRANULE_BITS;
+    let top = g >> LEAF_BITS;
+    (top < TOP_LEN).then_some((top, g & (LEAF_LEN - 1)))
+}
+
+/// The owner of the granule holding `addr`, or null. Two acquire loads.
+#[inline]
+pub(crate) fn lookup(addr: usize) -> Owner {
+    let Some((top, i)) = split(addr) else {
+        return Owner::NONE;
+    };
+    let leaf = TOP[top].load(Ordering::Acquire);
+    if leaf.is_null() {
+        return Owner::NONE;
+    }
+    // SAFETY: installed leaves are never freed or moved, and each was mapped
+    // zeroed (a valid all-null array of atomics) before its release-store.
+    Owner(unsafe { (*leaf)[i].load(Ordering::Acquire) })
+}
+
+/// The leaf for region `top`, mapping it on first use; `None` if the OS refused.
+fn leaf(top: usize) -> Option<&'static Leaf> {
+    let cur = TOP[top].load(Ordering::Acquire);
+    if !cur.is_null() {
+        // SAFETY: see `lookup`.
+        return Some(unsafe { &*cur });
+    }
+    let req = MapRequest {
+        len: core::mem::size_of::<Leaf>(),
+        align: os::page_size(),
+        huge_pages: false,
+        prefault: false,
+    };
+    let fresh = os::map(req, &TABLE_OS).ok()?.cast::<Leaf>();
+    match TOP[top].compare_exchange(
+        null_mut(),
+        fresh.as_ptr(),
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ) {
+        // SAFETY: zeroed pages are a valid leaf; installed leaves live forever.
+        Ok(_) => Some(unsafe { fresh.as_ref() }),
+        Err(other) => {
+            // SAFETY: our mapping lost the race and was never published.
+            unsafe { os::unmap(fresh.cast(), req.len, &TABLE_OS) };
+            // SAFETY: see `lookup`.
+            Some(unsafe { &*other })
+        }
+    }
+}
+
+/// The granules wholly inside `[base, base + len)`.
+fn whole_granules(base: usize, len: usize) -> core::ops::Range<usize> {
+    let first = base.div_ceil(GRANULE);
+    let end = base.saturating_add(len) / GRANULE;
+    first..end.max(first)
+}
+
+/// Registers `owner` for every granule wholly inside the mapping
+/// `[base, base + len)`. Returns `false` when some granule could not be
+/// registered (address out of range, or no memory for a leaf); those
+/// granules stay unowned and the rest are registered.
+pub(crate) fn register(base: usize, len: usize, owner: Owner) -> bool {
+    let mut all = true;
+    for g in whole_granules(base, len) {
+        let ok = split(g << GRANULE_BITS)
+            .and_then(|(top, i)| Some((leaf(top)?, i)))
+            .map(|(l, i)| l[i].store(owner.0, Ordering::Release))
+            .is_some();
+        all &= ok;
+    }
+    all
+}
+
+/// Clears the granules of `[base, base + len)` that `owner` holds. Call
+/// before the mapping is unmapped.
+pub(crate) fn unregister(base: usize, len: usize, owner: Owner) {
+    for g in whole_granules(base, len) {
+        let Some((top, i)) = split(g << GRANULE_BITS) else {
+            continue;
+        };
+        let l = TOP[top].load(Ordering::Acquire);
+        if l.is_null() {
+            continue;
+        }
+        // SAFETY: see `lookup`.
+        let e = unsafe { &(*l)[i] };
+        let _ = e.compare_exchange(owner.0, null_mut(), Ordering::Release, Ordering::Relaxed);
+    }
+}
+
+/// Whether `owner` holds the granule of `ptr` (the check the global
+/// allocator makes before it hands a buffer out).
+#[inline]
+pub(crate) fn owned_by(ptr: NonNull<u8>, owner: Owner) -> bool {
+    lookup(ptr.as_ptr() as usize) == owner
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whole_granules_only() {
+        assert_eq!(whole_granules(0x10000, 0x12000), 1..2);
+        assert_eq!(whole_granules(0x10000, 0x40000), 1..5);
+        assert_eq!(whole_granules(0x11000, 0x10000), 2..2);
+        assert_eq!(whole_granules(0x11000, 0x30000), 2..4);
+    }
+
+    #[test]
+    fn register_lookup_unregister() {
+        // A real mapping, so no one else can own these granules meanwhile.
+        let c = OsCounters::new();
+        let req = MapRequest {
+            len: 4 * GRANULE,
+            align: GRANULE,
+            huge_pages: false,
+            prefault: false,
+        };
+        let p = os::map(req, &c).unwrap();
+        let base = p.as_ptr() as usize;
+        let mut tag = 0u8;
+        let me = Owner((&mut tag as *mut u8).cast());
+        assert!(register(base, 3 * GRANULE + 100, me));
+        assert_eq!(lookup(base), me);
+        assert_eq!(lookup(base + 3 * GRANULE - 1), me);
+        assert_eq!(lookup(base + 3 * GRANULE), Owner::NONE, "partial granule");
+        assert!(owned_by(p, me));
+        // Unregistering for another owner changes nothing.
+        unregister(base, 3 * GRANULE, Owner::NONE);
+        assert_eq!(lookup(base + GRANULE), me);
+        unregister(base, 3 * GRANULE, me);
+        assert_eq!(lookup(base), Owner::NONE);
+        assert_eq!(lookup(usize::MAX), Owner::NONE);
+        // SAFETY: mapped above with this length, unused from here on.
+        unsafe { os::unmap(p, req.len, &c) };
+    }
+
+    #[test]
+    fn system_memory_is_never_owned_while_arenas_map_and_unmap() {
+        use crate::ExecutionArena;
+        let rounds = if cfg!(miri) { 3 } else { 300 };
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // Arena mappings of odd lengths (72 KiB, 80 KiB, ...) come and
+                // go, leaving partial granules the kernel may hand to malloc.
+                for r in 0..rounds {
+                    let arena =
+                        ExecutionArena::with_config(crate::ArenaConfig::default().retention_cap(0));
+                    let a = arena.allocate((64 << 10) + (r % 8 + 1) * (8 << 10), 64);
+                    let b = arena.allocate(100, 16);
+                    drop((a, b));
+                }
+                stop.store(true, Ordering::Relaxed);
+            });
+            s.spawn(|| {
+                let mut k = 0usize;
+                while !stop.load(Ordering::Relaxed) || k < 8 {
+                    let size = 1000 + (k % 64) * 3000;
+                    let v = vec![1u8; size];
+                    assert_eq!(lookup(v.as_ptr() as usize), Owner::NONE);
+                    k += 1;
+                }
+            });
+        });
+    }
+}

@@ -1,0 +1,330 @@
+//! The scoped global allocator, installed: its own test binary, because a
+//! process has one global allocator. The backing allocator counts the calls
+//! each thread makes to it, so tests can assert "no system allocation".
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::mpsc;
+use warmarena::global::{self, ScopedGlobal};
+use warmarena::ExecutionArena;
+
+thread_local! {
+    static SYSTEM_CALLS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// `System`, counting this thread's allocation calls (not frees).
+struct CountingSystem;
+
+fn bump() {
+    let _ = SYSTEM_CALLS.try_with(|c| c.set(c.get() + 1));
+}
+
+// SAFETY: every call forwards to `System` with the caller's arguments.
+unsafe impl GlobalAlloc for CountingSystem {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        bump();
+        // SAFETY: forwarded contract.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        bump();
+        // SAFETY: forwarded contract.
+        unsafe { System.alloc_zeroed(l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        bump();
+        // SAFETY: forwarded contract.
+        unsafe { System.realloc(p, l, n) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: forwarded contract.
+        unsafe { System.dealloc(p, l) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: ScopedGlobal<CountingSystem> = ScopedGlobal::over(CountingSystem);
+
+fn system_calls() -> u64 {
+    SYSTEM_CALLS.with(Cell::get)
+}
+
+fn live(arena: &ExecutionArena) -> usize {
+    arena.stats().live_buffers
+}
+
+trait Shape {
+    fn area(&self) -> f64;
+}
+struct Sq(f64);
+impl Shape for Sq {
+    fn area(&self) -> f64 {
+        self.0 * self.0
+    }
+}
+
+struct Values {
+    v: Vec<u64>,
+    s: String,
+    m: HashMap<String, Vec<u32>>,
+    b: Box<dyn Shape + Send>,
+}
+
+fn build(n: u64) -> Values {
+    let v: Vec<u64> = (0..n).collect();
+    let s = format!("value number {n} with some text");
+    let mut m = HashMap::new();
+    for i in 0..n as u32 {
+        m.insert(format!("key{i}"), vec![i; (i % 7) as usize + 1]);
+    }
+    Values {
+        v,
+        s,
+        m,
+        b: Box::new(Sq(n as f64)),
+    }
+}
+
+fn check(x: &Values, n: u64) {
+    assert_eq!(x.v.iter().sum::<u64>(), n * (n - 1) / 2);
+    assert_eq!(x.s, format!("value number {n} with some text"));
+    assert_eq!(x.m.len(), n as usize);
+    assert_eq!(x.m["key3"], vec![3; 4]);
+    assert_eq!(x.b.area(), (n * n) as f64);
+}
+
+#[test]
+fn collections_built_in_scope_and_freed_outside() {
+    let arena = ExecutionArena::new();
+    let before = global::stats();
+    let x = global::scope(&arena, || build(500));
+    assert!(live(&arena) >= 4, "{:?}", arena.stats());
+    check(&x, 500);
+    drop(x);
+    assert_eq!(live(&arena), 0);
+    let after = global::stats();
+    assert!(after.returned_outside_scope > before.returned_outside_scope);
+}
+
+#[test]
+fn freed_on_another_thread() {
+    let arena = ExecutionArena::new();
+    let x = global::scope(&arena, || build(300));
+    let n = live(&arena);
+    assert!(n > 0);
+    std::thread::spawn(move || {
+        check(&x, 300);
+        drop(x);
+    })
+    .join()
+    .unwrap();
+    assert_eq!(live(&arena), 0);
+}
+
+#[test]
+fn realloc_inside_and_outside_the_scope() {
+    let arena = ExecutionArena::new();
+    let g = global::enter(&arena);
+    let mut v: Vec<u8> = Vec::with_capacity(10);
+    for i in 0..100_000u32 {
+        v.push(i as u8);
+    }
+    let calls = system_calls();
+    let s = arena.stats();
+    assert!(
+        s.live_buffers == 1,
+        "grown in place or moved, one buffer: {s:?}"
+    );
+    drop(g);
+    // Outside the scope, growth moves the bytes to the system allocator.
+    for i in 100_000..400_000u32 {
+        v.push(i as u8);
+    }
+    assert!(system_calls() > calls);
+    assert_eq!(
+        live(&arena),
+        0,
+        "the arena buffer went back when the Vec moved"
+    );
+    assert!(v.iter().enumerate().all(|(i, &b)| b == i as u8));
+    // And a system buffer grown inside a scope stays a system buffer.
+    let _g = global::enter(&arena);
+    v.extend(std::iter::repeat(1u8).take(1 << 20));
+    assert_eq!(live(&arena), 0);
+}
+
+#[test]
+fn nested_scopes_over_two_arenas() {
+    let a = ExecutionArena::new();
+    let b = ExecutionArena::new();
+    let ga = global::enter(&a);
+    let in_a = build(50);
+    let (in_b, live_b) = {
+        let _gb = global::enter(&b);
+        let x = build(60);
+        (x, live(&b))
+    };
+    let in_a2 = vec![1u32; 1000];
+    drop(ga);
+    assert!(live_b > 0);
+    assert_eq!(live(&b), live_b, "nothing of b's was freed");
+    assert!(live(&a) >= 5);
+    check(&in_a, 50);
+    check(&in_b, 60);
+    drop((in_a, in_b, in_a2));
+    assert_eq!((live(&a), live(&b)), (0, 0));
+}
+
+thread_local! {
+    static HELD: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+#[test]
+fn thread_exits_holding_scoped_memory() {
+    let arena = ExecutionArena::new();
+    let a2 = arena.clone();
+    // A bounded channel: its buffer is allocated here, outside the scope.
+    let (tx, rx) = mpsc::sync_channel(1);
+    std::thread::spawn(move || {
+        let _g = global::enter(&a2);
+        // A thread-local freed by its destructor at thread exit, after the scope.
+        HELD.with(|h| h.borrow_mut().extend((0..100).map(|i| format!("held {i}"))));
+        // And memory that outlives the thread on another one.
+        tx.send(vec![7u16; 5000]).unwrap();
+        drop(a2); // the scope still holds the arena
+    })
+    .join()
+    .unwrap();
+    let v = rx.recv().unwrap();
+    assert_eq!(live(&arena), 1, "only the sent Vec is still live");
+    assert!(v.iter().all(|&x| x == 7));
+    drop(v);
+    assert_eq!(live(&arena), 0);
+}
+
+#[test]
+fn dropping_the_last_handle_with_memory_outstanding() {
+    let arena = ExecutionArena::new();
+    let x = global::scope(&arena, || build(200));
+    drop(arena);
+    check(&x, 200);
+    drop(x); // the last buffer frees the arena
+}
+
+#[test]
+fn warm_runs_make_no_system_allocation() {
+    let arena = ExecutionArena::new();
+    let work = || {
+        let x = build(400);
+        check(&x, 400);
+        let mut big: Vec<f32> = Vec::new();
+        big.resize(300_000, 1.5);
+        assert_eq!(big.len(), 300_000);
+    };
+    global::scope(&arena, work);
+    let cold = arena.stats();
+    let calls = system_calls();
+    for _ in 0..10 {
+        global::scope(&arena, work);
+    }
+    let warm = arena.stats();
+    assert_eq!(system_calls(), calls, "system allocations on warm runs");
+    assert_eq!(warm.cold_allocations, cold.cold_allocations);
+    assert_eq!(warm.os, cold.os, "system calls on warm runs");
+    assert_eq!(warm.live_buffers, 0);
+}
+
+#[test]
+fn threads_share_memory_across_scopes() {
+    let arenas: Vec<ExecutionArena> = (0..4).map(|_| ExecutionArena::new()).collect();
+    let (tx, rx) = mpsc::channel::<Vec<u64>>();
+    std::thread::scope(|s| {
+        let mut handles = Vec::new();
+        for (t, arena) in arenas.iter().enumerate() {
+            let tx = tx.clone();
+            handles.push(s.spawn(move || {
+                let _g = global::enter(arena);
+                for i in 0..200u64 {
+                    tx.send(vec![i + t as u64; 64 + (i as usize % 300)])
+                        .unwrap();
+                }
+            }));
+        }
+        drop(tx);
+        let other = ExecutionArena::new();
+        let _g = global::enter(&other);
+        let mut got = 0;
+        // By value: the channel (blocks allocated by the senders in their
+        // scopes) is freed when the loop ends.
+        for v in rx {
+            assert!(v.iter().all(|&x| x == v[0]));
+            got += 1;
+        }
+        assert_eq!(got, 800);
+        // Join the OS threads, so their thread-local destructors have run.
+        for h in handles {
+            h.join().unwrap();
+        }
+    });
+    for a in &arenas {
+        assert_eq!(live(a), 0);
+    }
+}
+
+#[test]
+fn arena_metadata_growth_inside_a_scope_does_not_reenter() {
+    // The arena's own block table and address index grow through the
+    // global allocator while the arena lock is held: inside a scope of that
+    // very arena, they must go to the system, not back into the arena.
+    let arena = ExecutionArena::new();
+    let _g = global::enter(&arena);
+    let before = global::stats();
+    let held: Vec<_> = (0..5000)
+        .map(|i| arena.allocate(64 + (i % 50) * 16, 16).unwrap())
+        .collect();
+    let boxed: Vec<Box<[u8; 40]>> = (0..5000).map(|_| Box::new([1; 40])).collect();
+    let after = global::stats();
+    assert!(after.metadata_allocs > before.metadata_allocs);
+    assert_eq!(
+        live(&arena),
+        5000 + 5000 + 2,
+        "buffers, boxes and the two Vecs"
+    );
+    drop((held, boxed));
+    assert_eq!(live(&arena), 0);
+}
+
+#[test]
+fn an_arena_made_and_dropped_inside_another_scope() {
+    let outer = ExecutionArena::new();
+    let _g = global::enter(&outer);
+    for _ in 0..3 {
+        let inner = ExecutionArena::new();
+        let x = global::scope(&inner, || build(100));
+        check(&x, 100);
+        drop(inner);
+        drop(x);
+    }
+    assert_eq!(
+        live(&outer),
+        0,
+        "arena bodies and metadata are not scoped memory"
+    );
+}
+
+#[test]
+fn alignment_above_the_arena_falls_back() {
+    let arena = ExecutionArena::new();
+    let l = Layout::from_size_align(4096, 4 << 20).unwrap();
+    let before = global::stats();
+    let _g = global::enter(&arena);
+    // SAFETY: non-zero layout, freed with it.
+    unsafe {
+        let p = std::alloc::alloc(l);
+        assert!(!p.is_null() && p as usize % (4 << 20) == 0);
+        std::alloc::dealloc(p, l);
+    }
+    assert!(global::stats().fallback_allocs > before.fallback_allocs);
+    assert_eq!(arena.stats().cold_allocations, 0);
+}
