@@ -28,6 +28,8 @@ mod config;
 mod error;
 pub(crate) mod metadata;
 pub mod owners;
+#[cfg(all(test, loom))]
+mod owners_loom;
 pub(crate) mod pins;
 mod release;
 mod reserve;

@@ -4,8 +4,8 @@ use super::Allocation;
 use crate::arena::pins::PinRecord;
 use crate::arena::shared::ArenaCore;
 use crate::arena::ArenaKind;
+use crate::sync::rc::{fence, Ordering};
 use core::ptr::NonNull;
-use core::sync::atomic::{fence, Ordering};
 
 /// A shared owner of an exported I/O-arena buffer.
 ///
