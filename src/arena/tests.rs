@@ -229,3 +229,31 @@ fn exporting_to_the_wrong_arena_or_twice_is_refused() {
     drop(l);
     assert_eq!(io.stats().leases, 0);
 }
+
+#[test]
+fn foreign_pointers_given_to_the_allocator_api_change_nothing() {
+    use allocator_api2::alloc::{Allocator, Layout};
+    use core::ptr::NonNull;
+    let arena = arena();
+    let other = ExecutionArena::new();
+    let l = Layout::from_size_align(64, 8).unwrap();
+    let p = Allocator::allocate(&other, l).unwrap().cast::<u8>();
+    // Another arena's buffer: this arena does not own it and leaves it be.
+    // SAFETY: deliberately the wrong allocator; the arena looks the
+    // address up and finds no live block of its own.
+    unsafe { Allocator::deallocate(&arena, p, l) };
+    assert_eq!(other.stats().live_buffers, 1);
+    let mut stack = [0u8; 64];
+    let foreign = NonNull::from(&mut stack).cast::<u8>();
+    let bigger = Layout::from_size_align(128, 8).unwrap();
+    // SAFETY: as above; a pointer no arena served.
+    assert!(unsafe { Allocator::grow(&arena, foreign, l, bigger) }.is_err());
+    // SAFETY: as above.
+    assert!(
+        unsafe { Allocator::shrink(&arena, p, l, Layout::from_size_align(8, 8).unwrap()) }.is_err()
+    );
+    assert_eq!(arena.stats().live_bytes, 0);
+    // SAFETY: `p` came from `other` with layout `l`.
+    unsafe { Allocator::deallocate(&other, p, l) };
+    assert_eq!(other.stats().live_buffers, 0);
+}
