@@ -10,6 +10,16 @@
 //! keeping them apart is what lets a burst of held outputs never evict the
 //! execution working set, and vice versa.
 //!
+//! Where buffers live: classes below 64 KiB are carved from 256 KiB runs of
+//! one class; classes from 64 KiB to 16 MiB are carved, page-aligned and
+//! back to back, from 32 MiB segments shared by all those classes and
+//! advised for transparent huge pages, so a cold run takes about one fault
+//! per 2 MiB and the tail of one buffer shares a huge page with the next;
+//! larger classes (multiples of 2 MiB) get a 2 MiB-aligned mapping each.
+//! Evicting a segment-carved buffer gives its pages back at once
+//! (`MADV_DONTNEED` of its range); a segment whose buffers are all released
+//! is reset and reused by any class.
+//!
 //! ```
 //! use warmarena::ExecutionArena;
 //! let arena = ExecutionArena::new();
@@ -50,6 +60,15 @@ pub const MAX_ALIGN: usize = 2 << 20;
 /// Classes below this capacity are carved from shared runs; classes at or
 /// above it get one mapping per buffer.
 pub const CARVE_LIMIT: usize = 64 << 10;
+
+/// Classes from [`CARVE_LIMIT`] up to (not including) this capacity are
+/// carved from shared huge-page segments; larger classes (whose capacities
+/// are whole multiples of 2 MiB) get one mapping per buffer.
+pub const SEGMENT_CARVE_MAX: usize = 16 << 20;
+
+/// The length of one segment: 2 MiB-aligned, huge-page advised, shared by
+/// every class carved from segments.
+pub(crate) const SEGMENT_LEN: usize = 32 << 20;
 
 /// The length of one small-class run.
 pub(crate) const RUN_LEN: usize = 256 << 10;

@@ -96,11 +96,27 @@ impl ArenaState {
             self.unmap_block(i, b.addr, b.map_len, os);
             return b.cap;
         }
-        // A carved block cannot give back its pages alone (they may be shared
-        // with neighbours); it turns cold, and the whole run's pages go back
-        // once no block of it is live or warm.
         self.table.at(i).state = BlockState::Cold;
         self.table.push_back(&mut self.cold[c], i);
+        if self.runs[b.run as usize].segment {
+            // A segment block is page-aligned and page-sized: its pages go
+            // back now; once no block of the segment is live or warm, the
+            // segment is reset for any class.
+            if let Some(p) = NonNull::new(b.addr as *mut u8) {
+                // SAFETY: the block is no longer live or retained; its range
+                // is page-aligned inside one live segment mapping.
+                unsafe { os::release_pages(p, b.cap, os) };
+            }
+            let seg = &mut self.runs[b.run as usize];
+            seg.active -= 1;
+            if seg.active == 0 {
+                self.reset_segment(b.run);
+            }
+            return b.cap;
+        }
+        // A small-class block cannot give back its pages alone (they may be
+        // shared with neighbours); it turns cold, and the whole run's pages
+        // go back once no block of it is live or warm.
         let run = &mut self.runs[b.run as usize];
         run.active -= 1;
         if run.active == 0 && run.touched {
@@ -112,6 +128,28 @@ impl ArenaState {
             }
         }
         b.cap
+    }
+
+    /// Forgets every (cold) block of an idle segment and makes the segment
+    /// available to any class. Never allocates: the idle list's capacity
+    /// was reserved when the segment was made.
+    fn reset_segment(&mut self, s: u32) {
+        for i in 0..self.table.len() as u32 {
+            let Some(b) = self.table.get(i) else { continue };
+            if b.state == BlockState::Cold && b.run == s && b.map_len == 0 {
+                let (c, addr) = (b.class as usize, b.addr);
+                self.table.unlink(&mut self.cold[c], i);
+                self.by_addr.remove(&addr);
+                self.table.vacate(i);
+            }
+        }
+        let seg = &mut self.runs[s as usize];
+        seg.carved = 0;
+        seg.touched = false;
+        if self.current_segment == s {
+            self.current_segment = NIL;
+        }
+        self.idle_segments.push(s);
     }
 
     /// Releases every retained buffer; returns the capacity released.

@@ -13,7 +13,7 @@ use super::blocks::{Block, BlockState, DEDICATED, NIL};
 use super::error::AllocError;
 use super::owners::{self, GRANULE};
 use super::state::{ArenaState, Grant, Run};
-use super::{CARVE_LIMIT, MAX_ALIGN, RUN_ALIGN, RUN_LEN};
+use super::{CARVE_LIMIT, MAX_ALIGN, RUN_ALIGN, RUN_LEN, SEGMENT_CARVE_MAX, SEGMENT_LEN};
 use crate::os::{self, MapRequest, OsCounters, OsError, HUGE_PAGE_SIZE};
 use crate::size_class::{capacity, Class};
 use core::ptr::NonNull;
@@ -28,18 +28,124 @@ fn oom(size: usize, e: OsError) -> AllocError {
 const NO_ROOM: fn(usize) -> AllocError = |size| AllocError::OutOfMemory { size, errno: 0 };
 
 impl ArenaState {
-    /// Serves a request of `size` bytes in `class` from memory that is not retained.
+    /// Serves a request of `size` bytes at `align` in `class` from memory
+    /// that is not retained.
     pub(crate) fn take_cold(
         &mut self,
         class: Class,
         size: usize,
+        align: usize,
         os: &OsCounters,
     ) -> Result<Grant, AllocError> {
-        if capacity(class) < CARVE_LIMIT {
+        let cap = capacity(class);
+        if cap < CARVE_LIMIT {
             self.carve(class, os)
+        } else if cap < SEGMENT_CARVE_MAX {
+            self.carve_segment(class, size, align, os)
         } else {
             self.map_block(class, size, os)
         }
+    }
+
+    /// Materializes the part of a new block past its first request, up to
+    /// 2 MiB of it: the first owner writes only its request, and a later,
+    /// larger request served warm from this block must not fault on the
+    /// tail. Blocks below 16 MiB (every tensor-sized class) have tails under
+    /// 2 MiB and are thus always fully materialized; a larger block (a
+    /// planned run's whole block, say) is not inflated by up to an eighth of
+    /// its size for bytes no one may ever touch.
+    fn prefault_tail(&self, addr: usize, size: usize, cap: usize, os: &OsCounters) {
+        if self.config.prefault {
+            return;
+        }
+        let touched = os::round_to_pages(size).unwrap_or(cap).min(cap);
+        let len = (cap - touched).min(HUGE_PAGE_SIZE);
+        if len > 0 {
+            // SAFETY: [addr + touched, addr + touched + len) lies inside one
+            // live, read-write mapping of the arena (the block's own range).
+            unsafe { os::prefault(NonNull::new_unchecked((addr + touched) as *mut u8), len, os) };
+        }
+    }
+
+    /// A block of a class from 64 KiB to 16 MiB: a released block of the
+    /// class (if suitably aligned), else the next page-aligned slice of the
+    /// current segment, taking an idle segment or mapping a new one when it
+    /// is full. The tail past the request is materialized at once.
+    fn carve_segment(
+        &mut self,
+        class: Class,
+        size: usize,
+        align: usize,
+        os: &OsCounters,
+    ) -> Result<Grant, AllocError> {
+        let cap = capacity(class);
+        let page = os::page_size();
+        let i = self.cold[class].head;
+        if i != NIL && self.table.get(i).is_some_and(|b| b.addr % align == 0) {
+            self.table.unlink(&mut self.cold[class], i);
+            let b = self.table.at(i);
+            b.state = BlockState::Live;
+            let (addr, run) = (b.addr, b.run);
+            self.runs[run as usize].active += 1;
+            self.stats.cold_allocations += 1;
+            self.note_live(cap);
+            // Its pages were released with the eviction: the request faults
+            // them in; the tail is materialized now as for a new block.
+            self.prefault_tail(addr, size, cap, os);
+            return Ok(Grant {
+                // SAFETY: carved blocks lie inside a live, non-null segment mapping.
+                ptr: unsafe { NonNull::new_unchecked(addr as *mut u8) },
+                cap,
+                block: i,
+                fresh: false,
+                warm: false,
+            });
+        }
+        self.room_for_one_block(cap)?;
+        let step = align.max(page);
+        let fits = |r: &Run| {
+            let start = (r.base + r.carved + step - 1) & !(step - 1);
+            start + cap <= r.base + r.len
+        };
+        let mut s = self.current_segment;
+        if s == NIL || !fits(&self.runs[s as usize]) {
+            if let Some(idle) = self.idle_segments.pop() {
+                s = idle;
+            } else {
+                self.runs.try_reserve(1).map_err(|_| NO_ROOM(cap))?;
+                self.idle_segments
+                    .try_reserve(self.runs.len() + 1)
+                    .map_err(|_| NO_ROOM(cap))?;
+                let req = MapRequest {
+                    len: SEGMENT_LEN,
+                    align: HUGE_PAGE_SIZE,
+                    huge_pages: self.config.huge_pages,
+                    prefault: self.config.prefault,
+                };
+                let base = os::map(req, os).map_err(|e| oom(cap, e))?;
+                owners::register(base.as_ptr() as usize, SEGMENT_LEN, self.owner);
+                self.runs.push(Run {
+                    base: base.as_ptr() as usize,
+                    len: SEGMENT_LEN,
+                    class: u16::MAX,
+                    carved: 0,
+                    active: 0,
+                    touched: false,
+                    segment: true,
+                });
+                self.stats.mapped_bytes += SEGMENT_LEN;
+                s = (self.runs.len() - 1) as u32;
+            }
+            self.current_segment = s;
+        }
+        let seg = &mut self.runs[s as usize];
+        let addr = (seg.base + seg.carved + step - 1) & !(step - 1);
+        seg.carved = addr + cap - seg.base;
+        seg.active += 1;
+        seg.touched = true;
+        let g = self.grant_new(Block::new(addr, cap, class as u16, s, 0));
+        self.prefault_tail(addr, size, cap, os);
+        Ok(g)
     }
 
     fn room_for_one_block(&mut self, size: usize) -> Result<(), AllocError> {
@@ -109,6 +215,7 @@ impl ArenaState {
                 carved: 0,
                 active: 0,
                 touched: false,
+                segment: false,
             });
             self.stats.mapped_bytes += RUN_LEN;
             r = (self.runs.len() - 1) as u32;
@@ -126,12 +233,7 @@ impl ArenaState {
     /// A block with its own mapping, aligned to the largest power of two not
     /// above its capacity (capped at [`MAX_ALIGN`]), so every alignment a
     /// request of this class may carry is met by every buffer of the class.
-    ///
-    /// The part of the block past the request (at most an eighth of it, or
-    /// half when a smaller class could not be made) is materialized now, in
-    /// one call: the first owner writes only its request, and a later,
-    /// larger request served warm from this block must not fault on the
-    /// tail. A retained block is thus always fully materialized.
+    /// Its tail is materialized as for segment blocks (`prefault_tail`).
     fn map_block(
         &mut self,
         class: Class,
@@ -149,20 +251,7 @@ impl ArenaState {
         };
         let p = os::map(req, os).map_err(|e| oom(cap, e))?;
         owners::register(p.as_ptr() as usize, cap, self.owner);
-        if !req.prefault {
-            let touched = os::round_to_pages(size).unwrap_or(cap).min(cap);
-            if touched < cap {
-                // SAFETY: [touched, cap) lies inside the mapping just made,
-                // which is read-write and owned by the arena.
-                unsafe {
-                    os::prefault(
-                        NonNull::new_unchecked(p.as_ptr().add(touched)),
-                        cap - touched,
-                        os,
-                    )
-                };
-            }
-        }
+        self.prefault_tail(p.as_ptr() as usize, size, cap, os);
         self.stats.mapped_bytes += cap;
         Ok(self.grant_new(Block::new(p.as_ptr() as usize, cap, class as u16, NIL, cap)))
     }

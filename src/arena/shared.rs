@@ -60,7 +60,7 @@ impl ArenaCore {
                     // The cold path may grow metadata through the global
                     // allocator while this thread holds the lock.
                     let _m = metadata::enter();
-                    st.take_cold(c, eff, &self.os)
+                    st.take_cold(c, eff, align, &self.os)
                 }
             },
             None => {

@@ -48,6 +48,9 @@ pub(crate) struct Run {
     pub active: u32,
     /// Some block of the run has been handed out since its pages were last released.
     pub touched: bool,
+    /// A segment shared by large classes (blocks release their own pages),
+    /// rather than a one-class run.
+    pub segment: bool,
 }
 
 /// What an allocation hands back to the layer above.
@@ -72,6 +75,12 @@ pub(crate) struct ArenaState {
     pub bitmap: ClassBitmap,
     pub runs: Vec<Run>,
     pub current_run: [u32; CLASS_COUNT],
+    /// The segment large classes are carved from now.
+    pub current_segment: u32,
+    /// Segments whose buffers were all released, ready to be carved again.
+    /// Capacity for every segment is reserved when one is made, so pushing
+    /// here (on the free path) never allocates.
+    pub idle_segments: Vec<u32>,
     pub by_addr: AddrMap,
     pub pins: PinTable,
     pub config: ArenaConfig,
@@ -93,6 +102,8 @@ impl ArenaState {
             bitmap: ClassBitmap::default(),
             runs: Vec::new(),
             current_run: [NIL; CLASS_COUNT],
+            current_segment: NIL,
+            idle_segments: Vec::new(),
             by_addr: AddrMap::default(),
             pins: PinTable::default(),
             config,

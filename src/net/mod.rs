@@ -26,7 +26,7 @@
 pub mod bytes;
 pub mod kernels;
 
-use crate::session::{GraphSpec, NodeId, RunContext, SessionError};
+use crate::session::{GraphSpec, KernelContext, NodeId, OutputBuffer, SessionError};
 use crate::IoLease;
 use bytes::{as_bytes, f32s, f32s_mut, NotF32};
 
@@ -115,6 +115,39 @@ impl NetConfig {
             (HEAD, "workspace", self.size * 4),
             (FC, "logits", self.classes * 4),
         ]
+    }
+}
+
+impl NetConfig {
+    /// Bytes of intermediate `name` (a value of [`Net::graph`] that is
+    /// neither the input nor a declared output), for
+    /// [`crate::session::PlannedContext::prepare`].
+    ///
+    /// ```
+    /// let cfg = warmarena::net::NetConfig::tiny();
+    /// assert_eq!(cfg.value_bytes("c1"), Some(4 * 8 * 8 * 4));
+    /// assert_eq!(cfg.value_bytes("nope"), None);
+    /// ```
+    pub fn value_bytes(&self, name: &str) -> Option<usize> {
+        self.buffers()
+            .into_iter()
+            .find(|&(_, what, _)| what == name)
+            .map(|(_, _, b)| b)
+    }
+
+    /// Bytes of `node`'s workspace (0 for a node without one).
+    ///
+    /// ```
+    /// use warmarena::net::{nodes::*, NetConfig};
+    /// let cfg = NetConfig::tiny();
+    /// assert_eq!(cfg.workspace_bytes(CONV1), 2 * 9 * 64 * 4);
+    /// assert_eq!(cfg.workspace_bytes(RELU1), 0);
+    /// ```
+    pub fn workspace_bytes(&self, node: usize) -> usize {
+        self.buffers()
+            .into_iter()
+            .find(|&(n, what, _)| n == node && what == "workspace")
+            .map_or(0, |(_, _, b)| b)
     }
 }
 
@@ -259,9 +292,14 @@ impl Net {
     /// One run with a borrowed input (no copy): every node's kernel
     /// allocates through `ctx`, intermediates are freed at their last use,
     /// and the two outputs are exported as leases.
-    pub fn run<'i>(
+    ///
+    /// `ctx` is a [`crate::session::RunContext`] (one arena buffer per
+    /// value) or a [`crate::session::PlannedContext`] (windows of one
+    /// planned block; prepare it with [`NetConfig::value_bytes`] and
+    /// [`NetConfig::workspace_bytes`]).
+    pub fn run<'i, C: KernelContext<'i>>(
         &self,
-        ctx: &mut RunContext<'_, 'i>,
+        ctx: &mut C,
         image: &'i [f32],
     ) -> Result<NetOutputs, NetError> {
         if image.len() != self.config.input_len() {
@@ -279,7 +317,7 @@ impl Net {
     }
 
     /// Runs every node, given that `image` is set in `ctx`.
-    pub fn execute(&self, ctx: &mut RunContext<'_, '_>) -> Result<(), NetError> {
+    pub fn execute<'i, C: KernelContext<'i>>(&self, ctx: &mut C) -> Result<(), NetError> {
         let cfg = self.config;
         let (c, h, w) = (cfg.channels, cfg.size, cfg.size);
         let act = cfg.act() * 4;
@@ -300,7 +338,7 @@ impl Net {
         {
             let mut features = ctx.output(HEAD, 0, c * 4, ALIGN)?;
             let mut pooled = ctx.output(HEAD, 1, cfg.pooled() * 4, ALIGN)?;
-            let mut ws = ctx.temporary(w * 4, ALIGN)?;
+            let mut ws = ctx.workspace(HEAD, w * 4, ALIGN)?;
             kernels::head(
                 f32s(ctx.input(HEAD, 0)?)?,
                 c,
@@ -331,9 +369,9 @@ impl Net {
         Ok(())
     }
 
-    fn conv(
+    fn conv<'i, C: KernelContext<'i>>(
         &self,
-        ctx: &mut RunContext<'_, '_>,
+        ctx: &mut C,
         node: NodeId,
         c_in: usize,
         wt: &[f32],
@@ -342,7 +380,7 @@ impl Net {
         let cfg = self.config;
         let (h, w) = (cfg.size, cfg.size);
         let mut y = ctx.output(node, 0, cfg.act() * 4, ALIGN)?;
-        let mut ws = ctx.temporary(c_in * 9 * h * w * 4, ALIGN)?;
+        let mut ws = ctx.workspace(node, c_in * 9 * h * w * 4, ALIGN)?;
         kernels::conv3x3(
             f32s(ctx.input(node, 0)?)?,
             c_in,
@@ -360,9 +398,9 @@ impl Net {
         Ok(())
     }
 
-    fn unary(
+    fn unary<'i, C: KernelContext<'i>>(
         &self,
-        ctx: &mut RunContext<'_, '_>,
+        ctx: &mut C,
         node: NodeId,
         bytes: usize,
         f: fn(&[f32], &mut [f32]),

@@ -52,6 +52,29 @@ pub struct Solution {
     pub nodes: u64,
 }
 
+/// Nodes each of the first orderings spends at the bound before the dives.
+const OPENING_NODES: u64 = 16_000;
+
+/// Books a probe of `s` at `cap`: adopts a placement found, raises the
+/// proven bound when the tree is exhausted.
+fn book(out: Outcome, s: &mut Search<'_>, cap: usize, best: &mut Placement, proven: &mut usize) {
+    match out {
+        Outcome::Found => {
+            if let Some((offs, h)) = s.best.take() {
+                *best = Placement {
+                    offsets: offs,
+                    height: h,
+                };
+            }
+        }
+        Outcome::Exhausted => *proven = (*proven).max(cap + 1),
+        Outcome::OutOfBudget => {}
+    }
+}
+
+/// Nodes of one short dive of the search's restart phase.
+const DIVE_NODES: u64 = 1000;
+
 /// Number of conflicting pairs, by a sweep over start times.
 fn conflict_count(bufs: &[Buffer]) -> usize {
     let mut ev: Vec<(usize, bool)> = Vec::with_capacity(bufs.len() * 2);
@@ -310,6 +333,71 @@ pub fn solve(
         // one can go (raised when a probe gives up).
         let mut proven = lb;
         let mut guess = lb;
+        // Phase 0: the first three orderings probe the bound for a while
+        // (their tree is kept and continued in phase 2).
+        for s in searches.iter_mut().take(3) {
+            if best.height <= proven || nodes >= search_nodes / 4 {
+                break;
+            }
+            let (before, cap) = (s.nodes, proven);
+            let out = s.run(
+                cap,
+                &Budget {
+                    max_nodes: before + OPENING_NODES.min(search_nodes / 4 - nodes),
+                    stop: budget.stop,
+                },
+            );
+            nodes += s.nodes - before;
+            book(out, s, cap, &mut best, &mut proven);
+        }
+        // Phase 1: many short dives over perturbed orderings (seeded, so
+        // runs repeat). On hard instances any one ordering is heavy-tailed:
+        // most dives fail within a thousand nodes, a few percent find a
+        // placement in a few hundred. Probes cycle over three heights: the
+        // lowest not ruled out, halfway to the best found, and an eighth
+        // below the best found.
+        let dive_nodes = search_nodes / 2;
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rand = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut order: Vec<usize> = Vec::with_capacity(bufs.len());
+        let mut dive = 0usize;
+        while best.height > proven && nodes < dive_nodes {
+            if dive % 64 == 63 && budget.stop.is_some_and(|f| f()) {
+                break;
+            }
+            let gap = best.height - 1 - proven;
+            let cap = match dive % 3 {
+                0 => proven,
+                1 => proven + gap / 2,
+                _ => best.height - 1 - gap / 8,
+            };
+            order.clear();
+            order.extend_from_slice(&orders[dive % orders.len()]);
+            let n = order.len();
+            for i in 0..n {
+                if rand() % 4 == 0 {
+                    let j = (i + 1 + (rand() % 16) as usize).min(n - 1);
+                    order.swap(i, j);
+                }
+            }
+            dive += 1;
+            let mut s = Search::new(&bufs, &adj, &span, nsec, &order);
+            let out = s.run(
+                cap,
+                &Budget {
+                    max_nodes: DIVE_NODES.min(dive_nodes - nodes),
+                    stop: budget.stop,
+                },
+            );
+            nodes += s.nodes;
+            book(out, &mut s, cap, &mut best, &mut proven);
+        }
+        // Phase 2: systematic probes.
         let mut slice = 4000u64;
         'rounds: loop {
             for s in searches.iter_mut() {

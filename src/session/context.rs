@@ -36,6 +36,36 @@ pub enum SessionError {
     },
     /// The arena refused the allocation.
     Alloc(AllocError),
+    /// Planned mode: the planner refused the session's graph or sizes.
+    Plan(crate::planner::PlanError),
+    /// Planned mode: the plan did not pass validation (never expected; the
+    /// run is refused rather than trusting it).
+    InvalidPlan,
+    /// Planned mode: no size was given for this planned value.
+    NoSize(String),
+    /// Planned mode: no plan yet ([`prepare`](crate::session::PlannedContext::prepare) first).
+    NotPrepared,
+    /// Planned mode: nodes run in execution order; this call named another node.
+    OutOfOrder {
+        /// The node named.
+        node: NodeId,
+        /// The node whose turn it is.
+        expected: NodeId,
+    },
+    /// Planned mode: the request does not fit the value's planned window.
+    OutsidePlan {
+        /// The value (or `node/workspace`).
+        value: String,
+        /// Bytes planned for it.
+        planned: usize,
+        /// Bytes asked for.
+        asked: usize,
+    },
+    /// Planned mode: a window handed out for this node is still held (it
+    /// must be committed or dropped before the node finishes).
+    WindowsOutstanding(String),
+    /// Planned mode: the sizes cannot change in the middle of a run.
+    RunInProgress,
 }
 
 impl core::fmt::Display for SessionError {
@@ -57,6 +87,25 @@ impl core::fmt::Display for SessionError {
                 )
             }
             SessionError::Alloc(e) => write!(f, "allocation refused: {e}"),
+            SessionError::Plan(e) => write!(f, "planner refused: {e}"),
+            SessionError::InvalidPlan => write!(f, "the plan did not validate"),
+            SessionError::NoSize(v) => write!(f, "no size for planned value `{v}`"),
+            SessionError::NotPrepared => write!(f, "no plan: call prepare first"),
+            SessionError::OutOfOrder { node, expected } => {
+                write!(f, "node {node} called while node {expected} is running")
+            }
+            SessionError::OutsidePlan {
+                value,
+                planned,
+                asked,
+            } => write!(
+                f,
+                "`{value}` asks for {asked} bytes, its window holds {planned}"
+            ),
+            SessionError::WindowsOutstanding(n) => {
+                write!(f, "node `{n}` still holds a window")
+            }
+            SessionError::RunInProgress => write!(f, "a run is in progress"),
         }
     }
 }

@@ -12,8 +12,10 @@
 
 mod context;
 mod graph;
+mod planned;
 mod router;
 
 pub use context::{RunContext, SessionError};
 pub use graph::{GraphError, GraphSpec, NodeSpec};
+pub use planned::{KernelContext, OutputBuffer, PlannedBuffer, PlannedContext};
 pub use router::{NodeId, Session, ValueId};

@@ -115,7 +115,11 @@ fn cap_of_zero_keeps_nothing_and_still_serves() {
         (s.cold_allocations, s.warm_allocations, s.evictions),
         (3, 0, 3)
     );
-    assert_eq!(s.os.unmapped_bytes, 3 * cap_of(200_000) as u64);
+    // Each eviction gave the buffer's pages back; the idle segment was
+    // reset and carved again, so one mapping served all three.
+    assert_eq!(s.os.page_releases, 3);
+    assert_eq!(s.os.maps, 1);
+    assert_eq!(s.mapped_bytes, 32 << 20);
 }
 
 #[test]
@@ -133,7 +137,9 @@ fn trim_releases_every_retained_buffer_and_reports_bytes() {
     assert_eq!((s.retained_bytes, s.retained_buffers), (0, 0));
     assert_eq!((s.trims, s.trimmed_bytes), (1, total));
     assert_eq!(s.live_bytes, keep.capacity());
-    assert!(s.os.unmaps >= 3, "large classes are unmapped: {:?}", s.os);
+    // Segment-carved buffers give their pages back one range each; the
+    // small-class run goes back whole once idle.
+    assert!(s.os.page_releases >= 4, "pages released: {:?}", s.os);
     // After a trim the same sizes come back cold.
     for &s in &sizes {
         assert!(!arena.allocate(s, 8).unwrap().served_warm());

@@ -17,6 +17,7 @@ mod handle_rules;
 mod handle_warm_path;
 mod session_graph_errors;
 mod session_net;
+mod session_planned;
 mod session_routing;
 mod session_rules;
 
