@@ -14,10 +14,25 @@ pub(crate) mod atomic {
     pub(crate) use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 }
 
+/// The atomics of the lease and arena-handle reference counts
+/// (`arena::pins`, `arena::shared`, `handle::lease`): loom's under
+/// `cfg(loom)`, so the loom models (`src/handle/loom_tests.rs`) explore every
+/// interleaving of the real refcount and last-release code.
+pub(crate) mod rc {
+    #[cfg(not(loom))]
+    pub(crate) use core::sync::atomic::{fence, AtomicUsize, Ordering};
+    #[cfg(loom)]
+    pub(crate) use loom::sync::atomic::{fence, AtomicUsize, Ordering};
+}
+
 use core::cell::UnsafeCell;
 use core::ops::{Deref, DerefMut};
+#[cfg(not(loom))]
 use core::sync::atomic::{AtomicBool, Ordering};
+#[cfg(not(loom))]
 use crossbeam_utils::Backoff;
+#[cfg(loom)]
+use loom::sync::atomic::{AtomicBool, Ordering};
 
 /// A test-and-test-and-set lock with spin-then-yield waiting.
 pub(crate) struct SpinLock<T> {
@@ -33,7 +48,17 @@ unsafe impl<T: Send> Sync for SpinLock<T> {}
 unsafe impl<T: Send> Send for SpinLock<T> {}
 
 impl<T> SpinLock<T> {
+    #[cfg(not(loom))]
     pub(crate) const fn new(value: T) -> Self {
+        SpinLock {
+            locked: AtomicBool::new(false),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    /// Under loom the flag is a loom atomic, whose constructor is not `const`.
+    #[cfg(loom)]
+    pub(crate) fn new(value: T) -> Self {
         SpinLock {
             locked: AtomicBool::new(false),
             value: UnsafeCell::new(value),
@@ -53,6 +78,20 @@ impl<T> SpinLock<T> {
         SpinGuard { lock: self }
     }
 
+    /// Under loom a waiter yields to the model's scheduler at every turn.
+    #[cfg(loom)]
+    #[cold]
+    fn lock_slow(&self) {
+        while self
+            .locked
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            loom::thread::yield_now();
+        }
+    }
+
+    #[cfg(not(loom))]
     #[cold]
     fn lock_slow(&self) {
         let backoff = Backoff::new();

@@ -38,12 +38,16 @@ mod config;
 mod error;
 pub(crate) mod metadata;
 pub mod owners;
+#[cfg(all(test, loom))]
+mod owners_loom;
 pub(crate) mod pins;
 mod release;
 mod reserve;
 mod reuse;
 pub(crate) mod shared;
 pub(crate) mod state;
+#[cfg(test)]
+mod tests;
 
 pub use config::ArenaConfig;
 pub use error::AllocError;

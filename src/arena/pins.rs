@@ -4,9 +4,9 @@
 //! shared owner can reach its record (and its reference count) without the
 //! arena lock and without any allocation on the warm path.
 
+use crate::sync::rc::AtomicUsize;
 use core::cell::UnsafeCell;
 use core::ptr::NonNull;
-use core::sync::atomic::AtomicUsize;
 
 const CHUNK: usize = 64;
 

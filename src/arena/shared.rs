@@ -19,9 +19,9 @@ use super::{ArenaConfig, ArenaKind, MAX_ALIGN};
 use crate::os::OsCounters;
 use crate::size_class::{aligned_size, class_of};
 use crate::stats::ArenaStats;
+use crate::sync::rc::{fence, AtomicUsize, Ordering};
 use crate::sync::{SpinGuard, SpinLock};
 use core::ptr::NonNull;
-use core::sync::atomic::{fence, AtomicUsize, Ordering};
 
 /// The shared body of an arena.
 pub(crate) struct ArenaCore {
@@ -241,6 +241,8 @@ impl ArenaCore {
     /// # Safety
     /// Nothing may reach the body afterwards.
     unsafe fn destroy(this: NonNull<ArenaCore>) {
+        #[cfg(loom)]
+        LIVE_BODIES.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         // SAFETY: the body was made by `Box::into_raw` in `CoreHandle::new`
         // and the caller guarantees this is its only release.
         let mut body = unsafe { Box::from_raw(this.as_ptr()) };
@@ -249,6 +251,13 @@ impl ArenaCore {
         body.state.get_mut().release_everything(unsafe { &*os });
     }
 }
+
+/// Arena bodies made and not yet destroyed, for the loom models to check
+/// that every body is freed exactly once (a plain atomic: it observes the
+/// model, it is not part of it; the models run one at a time).
+#[cfg(loom)]
+pub(crate) static LIVE_BODIES: std::sync::atomic::AtomicIsize =
+    std::sync::atomic::AtomicIsize::new(0);
 
 /// A counted reference to an arena body: what `ExecutionArena` and
 /// `IoArena` hold. Cloning is one relaxed atomic increment.
@@ -273,6 +282,8 @@ impl CoreHandle {
             })
         };
         let raw = Box::into_raw(body);
+        #[cfg(loom)]
+        LIVE_BODIES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         // SAFETY: `raw` is the only pointer to the new body; the owner tag
         // keeps its provenance so the owner table can lead back to it.
         unsafe { (*raw).state.get_mut().owner = Owner(raw.cast()) };

@@ -4,8 +4,8 @@ use super::Allocation;
 use crate::arena::pins::PinRecord;
 use crate::arena::shared::ArenaCore;
 use crate::arena::ArenaKind;
+use crate::sync::rc::{fence, Ordering};
 use core::ptr::NonNull;
-use core::sync::atomic::{fence, Ordering};
 
 /// A shared owner of an exported I/O-arena buffer.
 ///
@@ -184,24 +184,46 @@ impl Clone for IoLease {
             // going on would risk wrapping to zero and a use after free.
             std::process::abort();
         }
+        if old == 0 {
+            // No owner left: a raw lease retained after its last release
+            // (a C or Python owner's bug). Resurrecting the buffer would
+            // hand out memory the arena may already have reused.
+            owner_bug("retained after its last release");
+        }
         IoLease { rec: self.rec }
     }
 }
 
 impl Drop for IoLease {
     fn drop(&mut self) {
-        // SAFETY: the record is pinned while this lease exists.
-        if unsafe { self.rec.as_ref() }
+        // SAFETY: the record is pinned while this lease exists (a released
+        // record stays allocated while its arena lives, so a double release
+        // through a raw lease reads a count of 0 here, below).
+        let old = unsafe { self.rec.as_ref() }
             .refs
-            .fetch_sub(1, Ordering::Release)
-            != 1
-        {
+            .fetch_sub(1, Ordering::Release);
+        if old != 1 {
+            if old == 0 {
+                // One release more than there were owners: a raw lease
+                // released twice. Going on would leave the count wrapped
+                // (the block could never be exported again) or free the
+                // buffer under its next owner.
+                owner_bug("released more times than it was retained");
+            }
             return;
         }
         fence(Ordering::Acquire);
         // SAFETY: the count just reached zero: this was the last owner.
         unsafe { ArenaCore::unpin_and_free(self.rec) };
     }
+}
+
+/// A foreign owner broke the raw-lease contract: say so and abort, since
+/// the count can no longer be trusted.
+#[cold]
+fn owner_bug(what: &str) -> ! {
+    eprintln!("warmarena: an IoLease was {what} (double release through a raw lease?); aborting");
+    std::process::abort()
 }
 
 impl core::fmt::Debug for IoLease {

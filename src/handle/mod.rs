@@ -7,6 +7,8 @@
 mod allocation;
 pub mod dlpack;
 mod lease;
+#[cfg(all(test, loom))]
+mod loom_tests;
 mod memory;
 
 pub use allocation::Allocation;

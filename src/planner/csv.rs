@@ -122,10 +122,31 @@ pub fn parse_csv(text: &str) -> Result<CsvInstance, CsvError> {
 /// let text = write_csv(&["a".to_string()], &[Buffer::new(0, 2, 8)], &[16]);
 /// assert_eq!(text, "id,lower,upper,size,offset\na,0,2,8,16\n");
 /// ```
+///
+/// An id that starts with `#` would make its line read back as a comment
+/// (the reader skips such lines), so when any id does, the id column is
+/// written last instead; the reader finds columns by the header's names.
+///
+/// ```
+/// use warmarena::planner::{parse_csv, write_csv, Buffer};
+/// let text = write_csv(&["#1".to_string()], &[Buffer::new(0, 2, 8)], &[0]);
+/// assert_eq!(text, "lower,upper,size,offset,id\n0,2,8,0,#1\n");
+/// assert_eq!(parse_csv(&text).unwrap().ids, ["#1"]);
+/// ```
 pub fn write_csv(ids: &[String], buffers: &[Buffer], offsets: &[usize]) -> String {
-    let mut out = String::from("id,lower,upper,size,offset\n");
+    let id_last = ids.iter().any(|id| id.starts_with('#'));
+    let mut out = String::from(if id_last {
+        "lower,upper,size,offset,id\n"
+    } else {
+        "id,lower,upper,size,offset\n"
+    });
     for ((id, b), o) in ids.iter().zip(buffers).zip(offsets) {
-        out.push_str(&format!("{id},{},{},{},{o}\n", b.lower, b.upper, b.size));
+        let (l, u, s) = (b.lower, b.upper, b.size);
+        out.push_str(&if id_last {
+            format!("{l},{u},{s},{o},{id}\n")
+        } else {
+            format!("{id},{l},{u},{s},{o}\n")
+        });
     }
     out
 }

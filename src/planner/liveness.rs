@@ -76,12 +76,16 @@ pub fn compute_liveness(graph: &Graph, views: &ViewMap) -> Result<Liveness, Plan
     for (i, r) in root.iter_mut().enumerate() {
         *r = views.root(ValueId(i as u32))?;
     }
+    // Every id in the view map first: a chain of views may reach an
+    // unknown id through a view that is itself in range.
     for (view, source) in views.iter() {
         for v in [view, source] {
             if v.index() >= n {
                 return Err(PlanError::UnknownValue { value: v });
             }
         }
+    }
+    for (view, _) in views.iter() {
         if def[view.index()] == Def::Input {
             return Err(PlanError::BadView { value: view });
         }

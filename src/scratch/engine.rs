@@ -9,7 +9,9 @@
 use super::device::DeviceId;
 use super::error::ScratchError;
 use super::guard::ScratchGuard;
-use super::pool::{DeviceEntry, Lane, ScratchPool};
+#[cfg(not(loom))]
+use super::pool::ScratchPool;
+use super::pool::{DeviceEntry, Lane};
 use super::slot::Slot;
 use super::sync::{Arc, Ordering::Relaxed};
 

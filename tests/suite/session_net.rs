@@ -116,7 +116,9 @@ fn ten_warm_runs_cost_nothing_and_peak_is_the_live_set() {
     let ((), cost, source) = measure(|| ten_runs(&net, &mut ctx, &image));
     let (e1, i1) = (s.execution_arena().stats(), s.io_arena().stats());
     println!("10 warm runs of the example network: {cost:?} via {source:?}");
-    assert_eq!(cost.minor_faults, 0, "page faults");
+    if crate::support::faults_trusted("example network warm runs") {
+        assert_eq!(cost.minor_faults, 0, "page faults");
+    }
     assert_eq!(cost.heap_calls, 0, "heap allocations");
     assert_eq!(
         e1.os.syscalls() + i1.os.syscalls(),

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Runs every fuzz target for a bounded time each (default 60 s), starting
+# from the committed seed corpora in fuzz/corpus/<target>/ (new inputs go to
+# a scratch copy, so a CI run leaves the tree clean). Needs a nightly
+# toolchain; installs cargo-fuzz from crates.io when it is missing.
+#
+#   bash scripts/fuzz.sh            # 60 s per target
+#   bash scripts/fuzz.sh 600        # 10 min per target
+#   FUZZ_TARGETS="arena_ops" bash scripts/fuzz.sh 3600
+#
+# A crash leaves its input in fuzz/artifacts/<target>/ and fails the run;
+# replay it with `cargo +nightly fuzz run <target> <file>`, then add it as a
+# regression test (tests/fuzz_regressions.rs) and to the seed corpus.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+secs="${1:-60}"
+targets="${FUZZ_TARGETS:-arena_ops planner csv json}"
+
+if ! rustup run nightly rustc --version >/dev/null 2>&1; then
+    echo "fuzz: SKIPPED (no nightly toolchain; install with 'rustup toolchain install nightly')"
+    exit 0
+fi
+if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
+    echo "fuzz: installing cargo-fuzz from crates.io"
+    cargo +nightly install cargo-fuzz --locked
+fi
+
+echo "fuzz: building targets (release, debug assertions, ASan)"
+cargo +nightly fuzz build --debug-assertions
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+status=0
+for t in $targets; do
+    mkdir -p "$work/$t"
+    seeds=()
+    [ -d "fuzz/corpus/$t" ] && seeds=("fuzz/corpus/$t")
+    echo "== fuzz $t for ${secs}s"
+    # -rss_limit_mb: the arena target maps up to a few hundred MiB at once.
+    if ! cargo +nightly fuzz run --debug-assertions "$t" "$work/$t" "${seeds[@]}" -- \
+        -max_total_time="$secs" -rss_limit_mb=4096 -print_final_stats=1 2>&1 |
+        grep -v -e '^#[0-9].*\(NEW\|REDUCE\|pulse\)' -e '^"' -e 'Uses: '; then
+        echo "fuzz: $t FAILED (input saved under fuzz/artifacts/$t/)" >&2
+        status=1
+    fi
+done
+exit "$status"
