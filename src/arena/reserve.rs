@@ -68,7 +68,7 @@ impl ArenaState {
     }
 
     /// A block of a class from 64 KiB to 16 MiB: a released block of the
-    /// class (if suitably aligned), else the next page-aligned slice of the
+    /// class (if suitably aligned), else the next suitably aligned slice of the
     /// current segment, taking an idle segment or mapping a new one when it
     /// is full. The tail past the request is materialized at once.
     fn carve_segment(
@@ -102,7 +102,12 @@ impl ArenaState {
             });
         }
         self.room_for_one_block(cap)?;
-        let step = align.max(page);
+        // Every block of a class is aligned to the largest power of two that
+        // divides its capacity (at most MAX_ALIGN), the same guarantee the
+        // other placements give: a class then serves a request of alignment
+        // `a` exactly when `a` divides its capacity, warm or cold.
+        let class_align = (1usize << cap.trailing_zeros()).min(MAX_ALIGN);
+        let step = align.max(page).max(class_align);
         let fits = |r: &Run| {
             let start = (r.base + r.carved + step - 1) & !(step - 1);
             start + cap <= r.base + r.len

@@ -15,19 +15,12 @@ impl ArenaState {
         let k = if align <= MIN_CAPACITY {
             self.bitmap.first_in(class, hi)?
         } else {
-            // Small-class buffers sit at multiples of capacity(k) from an
-            // aligned base, so they are aligned exactly when it divides;
-            // segment buffers are page-aligned, so above a page the
-            // candidate's own address decides.
-            let page = crate::os::page_size();
-            self.bitmap.iter_in(class, hi).find(|&k| {
-                capacity(k) % align == 0
-                    && (align <= page
-                        || self
-                            .table
-                            .get(self.warm[k].tail)
-                            .is_some_and(|b| b.addr % align == 0))
-            })?
+            // Every buffer of class k is aligned to the largest power of two
+            // dividing capacity(k) (up to MAX_ALIGN), so it is aligned
+            // exactly when `align` divides the capacity.
+            self.bitmap
+                .iter_in(class, hi)
+                .find(|&k| capacity(k) % align == 0)?
         };
         let i = self.warm[k].tail;
         self.table.unlink(&mut self.warm[k], i);
