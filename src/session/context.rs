@@ -161,27 +161,6 @@ impl<'s, 'i> RunContext<'s, 'i> {
         }
     }
 
-    fn slot_value(&self, node: NodeId, slot: usize) -> Result<ValueId, SessionError> {
-        let n = self
-            .session
-            .nodes
-            .get(node)
-            .ok_or(SessionError::UnknownNode(node))?;
-        n.outputs
-            .get(slot)
-            .copied()
-            .ok_or_else(|| SessionError::NoSuchSlot {
-                node: n.name.clone(),
-                slot,
-            })
-    }
-
-    fn value_named(&self, name: &str) -> Result<ValueId, SessionError> {
-        self.session
-            .value_id(name)
-            .ok_or_else(|| SessionError::UnknownValue(name.to_string()))
-    }
-
     fn name(&self, v: ValueId) -> String {
         self.session.names[v].clone()
     }
@@ -195,7 +174,7 @@ impl<'s, 'i> RunContext<'s, 'i> {
         bytes: usize,
         align: usize,
     ) -> Result<Allocation, SessionError> {
-        let v = self.slot_value(node, slot)?;
+        let v = self.session.output_value(node, slot)?;
         match &self.session.targets[v] {
             Target::Execution(a) => Ok(a.allocate(bytes, align)?),
             Target::Io(a) => Ok(a.allocate(bytes, align)?),
@@ -217,7 +196,7 @@ impl<'s, 'i> RunContext<'s, 'i> {
         slot: usize,
         buf: Allocation,
     ) -> Result<(), SessionError> {
-        let v = self.slot_value(node, slot)?;
+        let v = self.session.output_value(node, slot)?;
         let target = &self.session.targets[v];
         if target.core() != Some(buf.parts().0) {
             return Err(SessionError::WrongArena {
@@ -234,15 +213,7 @@ impl<'s, 'i> RunContext<'s, 'i> {
 
     /// The bytes of input slot `slot` of `node`.
     pub fn input(&self, node: NodeId, slot: usize) -> Result<&[u8], SessionError> {
-        let n = self
-            .session
-            .nodes
-            .get(node)
-            .ok_or(SessionError::UnknownNode(node))?;
-        let v = *n.inputs.get(slot).ok_or_else(|| SessionError::NoSuchSlot {
-            node: n.name.clone(),
-            slot,
-        })?;
+        let v = self.session.input_value(node, slot)?;
         self.values[v]
             .as_ref()
             .map(Memory::as_slice)
@@ -255,7 +226,7 @@ impl<'s, 'i> RunContext<'s, 'i> {
     }
 
     fn input_slot(&self, name: &str) -> Result<ValueId, SessionError> {
-        let v = self.value_named(name)?;
+        let v = self.session.value_named(name)?;
         if !self.session.is_input[v] {
             return Err(SessionError::NotAnInput(name.to_string()));
         }
@@ -319,7 +290,7 @@ impl<'s, 'i> RunContext<'s, 'i> {
     /// output routed to an execution arena (a subgraph's output that its
     /// parent keeps internal) cannot be leased: use [`take_value`](Self::take_value).
     pub fn take_output(&mut self, name: &str) -> Result<IoLease, SessionError> {
-        let v = self.value_named(name)?;
+        let v = self.session.value_named(name)?;
         if !self.session.is_output[v] {
             return Err(SessionError::NotAnOutput(name.to_string()));
         }
@@ -346,7 +317,7 @@ impl<'s, 'i> RunContext<'s, 'i> {
     /// subgraph's output crosses back to its parent (which commits it to
     /// the parent node's slot, from the same arena: no copy).
     pub fn take_value(&mut self, name: &str) -> Result<Allocation, SessionError> {
-        let v = self.value_named(name)?;
+        let v = self.session.value_named(name)?;
         if !self.session.is_output[v] {
             return Err(SessionError::NotAnOutput(name.to_string()));
         }

@@ -449,21 +449,6 @@ impl<'s, 'i> PlannedContext<'s, 'i> {
         Ok(())
     }
 
-    fn slot_value(&self, node: NodeId, slot: usize) -> Result<ValueId, SessionError> {
-        let n = self
-            .session
-            .nodes
-            .get(node)
-            .ok_or(SessionError::UnknownNode(node))?;
-        n.outputs
-            .get(slot)
-            .copied()
-            .ok_or_else(|| SessionError::NoSuchSlot {
-                node: n.name.clone(),
-                slot,
-            })
-    }
-
     /// The block of this run, taken from the execution arena on first use.
     fn base(&mut self) -> Result<NonNull<u8>, SessionError> {
         if let Some(b) = self.base {
@@ -546,10 +531,7 @@ impl<'s, 'i> PlannedContext<'s, 'i> {
     }
 
     fn input_slot(&self, name: &str) -> Result<ValueId, SessionError> {
-        let v = self
-            .session
-            .value_id(name)
-            .ok_or_else(|| SessionError::UnknownValue(name.to_string()))?;
+        let v = self.session.value_named(name)?;
         if !self.session.is_input[v] {
             return Err(SessionError::NotAnInput(name.to_string()));
         }
@@ -594,7 +576,7 @@ impl<'i> KernelContext<'i> for PlannedContext<'_, 'i> {
         align: usize,
     ) -> Result<PlannedBuffer, SessionError> {
         self.node_check(node)?;
-        let v = self.slot_value(node, slot)?;
+        let v = self.session.output_value(node, slot)?;
         let s = self.session;
         if !matches!(self.values[v], State::Empty) {
             return Err(SessionError::AlreadySet(s.names[v].clone()));
@@ -639,7 +621,7 @@ impl<'i> KernelContext<'i> for PlannedContext<'_, 'i> {
         buf: PlannedBuffer,
     ) -> Result<(), SessionError> {
         self.node_check(node)?;
-        let v = self.slot_value(node, slot)?;
+        let v = self.session.output_value(node, slot)?;
         let s = self.session;
         match buf.0 {
             Inner::Arena(a) => {
@@ -679,15 +661,7 @@ impl<'i> KernelContext<'i> for PlannedContext<'_, 'i> {
     }
 
     fn input(&self, node: NodeId, slot: usize) -> Result<&[u8], SessionError> {
-        let n = self
-            .session
-            .nodes
-            .get(node)
-            .ok_or(SessionError::UnknownNode(node))?;
-        let v = *n.inputs.get(slot).ok_or_else(|| SessionError::NoSuchSlot {
-            node: n.name.clone(),
-            slot,
-        })?;
+        let v = self.session.input_value(node, slot)?;
         match (&self.values[v], self.base) {
             (State::Memory(m), _) => Ok(m.as_slice()),
             // SAFETY: a committed, not yet freed value is live at the running
@@ -735,9 +709,7 @@ impl<'i> KernelContext<'i> for PlannedContext<'_, 'i> {
 
     fn take_output(&mut self, name: &str) -> Result<IoLease, SessionError> {
         let s = self.session;
-        let v = s
-            .value_id(name)
-            .ok_or_else(|| SessionError::UnknownValue(name.to_string()))?;
+        let v = s.value_named(name)?;
         if !s.is_output[v] {
             return Err(SessionError::NotAnOutput(name.to_string()));
         }

@@ -2,6 +2,7 @@
 //! arena that backs every (node, output slot), and the values each node's
 //! completion frees — plus the arenas themselves, which outlive every run.
 
+use super::context::SessionError;
 use super::graph::{GraphError, GraphSpec};
 use crate::arena::shared::ArenaCore;
 use crate::arena::ArenaKind;
@@ -206,6 +207,41 @@ impl Session {
             is_input,
             last_use,
         })
+    }
+
+    fn slot_of(
+        &self,
+        node: NodeId,
+        slot: usize,
+        side: fn(&NodeInfo) -> &[ValueId],
+    ) -> Result<ValueId, SessionError> {
+        let n = self
+            .nodes
+            .get(node)
+            .ok_or(SessionError::UnknownNode(node))?;
+        side(n)
+            .get(slot)
+            .copied()
+            .ok_or_else(|| SessionError::NoSuchSlot {
+                node: n.name.clone(),
+                slot,
+            })
+    }
+
+    /// The value written by output slot `slot` of `node`.
+    pub(crate) fn output_value(&self, node: NodeId, slot: usize) -> Result<ValueId, SessionError> {
+        self.slot_of(node, slot, |n| &n.outputs)
+    }
+
+    /// The value read by input slot `slot` of `node`.
+    pub(crate) fn input_value(&self, node: NodeId, slot: usize) -> Result<ValueId, SessionError> {
+        self.slot_of(node, slot, |n| &n.inputs)
+    }
+
+    /// The value called `name`, or `UnknownValue`.
+    pub(crate) fn value_named(&self, name: &str) -> Result<ValueId, SessionError> {
+        self.value_id(name)
+            .ok_or_else(|| SessionError::UnknownValue(name.to_string()))
     }
 
     /// The node called `name`.
