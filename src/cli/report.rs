@@ -8,7 +8,7 @@ use super::backend::{
 };
 use super::planned::PlannedBackend;
 use super::replay::Schedule;
-use super::scenario::{drive, rss_bytes, Drive, Row, Scenario};
+use super::scenario::{drive, Drive, Row, Scenario};
 use super::trace::Trace;
 use super::workload::{run_net_on, run_net_session, TraceRun};
 use crate::faults::{FaultCounter, FaultSource};
@@ -541,6 +541,5 @@ pub fn main(args: &[String]) -> Result<(), String> {
         std::fs::write(path, to_json(&flat, &w, net_peak)).map_err(|e| format!("{path}: {e}"))?;
         println!("wrote every figure to {path}");
     }
-    let _ = rss_bytes;
     Ok(())
 }

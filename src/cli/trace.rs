@@ -114,9 +114,9 @@ impl Trace {
             (7, 2048, 3),
         ];
         let bytes = |hw: usize, c: usize| ((8 * hw * hw * c * 4) as f64 * scale).max(64.0) as usize;
-        let mut prev_out = (0usize, bytes(224, 3));
+        let mut prev_out = bytes(224, 3);
         for &(hw, c, blocks) in &stages {
-            for blk in 0..blocks {
+            for _ in 0..blocks {
                 let block_in = step;
                 // three convs inside the block, each output consumed by the next
                 let mut cur = step;
@@ -137,17 +137,16 @@ impl Trace {
                     cur += 1;
                 }
                 // residual add: the block input lives until the add
-                let _ = blk;
                 buffers.push(TraceBuffer {
                     lower: block_in.saturating_sub(1),
                     upper: cur + 1,
-                    size: prev_out.1,
+                    size: prev_out,
                 });
-                prev_out = (cur, bytes(hw, c));
+                prev_out = bytes(hw, c);
                 buffers.push(TraceBuffer {
                     lower: cur,
                     upper: cur + 2,
-                    size: prev_out.1,
+                    size: prev_out,
                 });
                 step = cur + 1;
             }
@@ -163,7 +162,6 @@ impl Trace {
             upper: step + 3,
             size: (8 * 1000 * 4),
         });
-        let _ = prev_out.0;
         Trace { buffers }
     }
 }
