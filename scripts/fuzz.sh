@@ -7,7 +7,11 @@
 #   bash scripts/fuzz.sh            # 60 s per target
 #   bash scripts/fuzz.sh 600        # 10 min per target
 #   FUZZ_TARGETS="arena_ops" bash scripts/fuzz.sh 3600
+#   FUZZ_SEED=1 FUZZ_RUNS=400000 bash scripts/fuzz.sh 60   # what CI runs
 #
+# Without FUZZ_SEED each run takes a fresh random seed and explores new
+# inputs. CI fixes the seed and the number of inputs per target, so the
+# same tree always gets the same verdict; exploring is for longer runs.
 # A crash leaves its input in fuzz/artifacts/<target>/ and fails the run;
 # replay it with `cargo +nightly fuzz run <target> <file>`, then add it as a
 # regression test (tests/fuzz_regressions.rs) and to the seed corpus.
@@ -36,10 +40,13 @@ for t in $targets; do
     mkdir -p "$work/$t"
     seeds=()
     [ -d "fuzz/corpus/$t" ] && seeds=("fuzz/corpus/$t")
-    echo "== fuzz $t for ${secs}s"
+    echo "== fuzz $t for ${secs}s${FUZZ_SEED:+, seed $FUZZ_SEED}${FUZZ_RUNS:+, at most $FUZZ_RUNS inputs}"
+    fixed=()
+    [ -n "${FUZZ_SEED:-}" ] && fixed+=("-seed=$FUZZ_SEED")
+    [ -n "${FUZZ_RUNS:-}" ] && fixed+=("-runs=$FUZZ_RUNS")
     # -rss_limit_mb: the arena target maps up to a few hundred MiB at once.
     if ! cargo +nightly fuzz run --debug-assertions "$t" "$work/$t" "${seeds[@]}" -- \
-        -max_total_time="$secs" -rss_limit_mb=4096 -print_final_stats=1 2>&1 |
+        -max_total_time="$secs" "${fixed[@]}" -rss_limit_mb=4096 -print_final_stats=1 2>&1 |
         grep -v -e '^#[0-9].*\(NEW\|REDUCE\|pulse\)' -e '^"' -e 'Uses: '; then
         echo "fuzz: $t FAILED (input saved under fuzz/artifacts/$t/)" >&2
         status=1

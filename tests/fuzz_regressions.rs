@@ -3,7 +3,8 @@
 //! The inputs are also in the seed corpora under fuzz/corpus/<target>/.
 
 use warmarena::planner::{
-    parse_csv, plan, write_csv, Buffer, Graph, Node, PlanError, PlanOptions, ValueId, ViewMap,
+    compute_liveness, parse_csv, plan, write_csv, Buffer, Graph, InPlaceHint, Node, PlanError,
+    PlanOptions, ValueId, ViewMap,
 };
 
 /// fuzz/corpus/planner/regress-view-chain-unknown: a view whose own id is
@@ -47,4 +48,47 @@ fn ids_starting_with_a_hash_survive_a_write_and_read() {
         (back.ids.as_slice(), back.buffers.as_slice()),
         (&ids[..], &bufs[..])
     );
+}
+
+/// CI fuzz run of the `planner` target (stop 11): a node read, through a
+/// view no node defines, a buffer the same node writes. Liveness took the
+/// read as the buffer's last use, so an in-place hint let another output of
+/// that node share the buffer while both were being written: the plan
+/// failed its own validation (`Overlap`). A read of a buffer at or before
+/// the node that defines it, directly or through any view, is now refused.
+#[test]
+fn a_node_reading_its_own_output_through_a_view_is_refused() {
+    let v = ValueId;
+    // 0: graph input; 1, 2: outputs of node 0; 3: a view of 1 nobody defines.
+    let g = Graph {
+        num_values: 4,
+        nodes: vec![
+            Node {
+                inputs: vec![v(0), v(3)],
+                outputs: vec![v(2), v(1)],
+            },
+            Node {
+                inputs: vec![v(2)],
+                outputs: vec![],
+            },
+        ],
+        inputs: vec![v(0)],
+        outputs: vec![],
+    };
+    let mut views = ViewMap::new();
+    views.insert(v(3), v(1));
+    let hints = [InPlaceHint {
+        node: 0,
+        output: 0,
+        input: 1,
+    }];
+    let r = plan(&g, &views, &hints, |_| Some(64), &PlanOptions::default());
+    assert_eq!(
+        r,
+        Err(PlanError::NotTopological {
+            value: v(3),
+            node: 0
+        })
+    );
+    assert!(compute_liveness(&g, &views).is_err());
 }

@@ -100,6 +100,17 @@ pub fn compute_liveness(graph: &Graph, views: &ViewMap) -> Result<Liveness, Plan
             }
         }
     }
+    // A node reads a buffer only after the node that writes it, whether it
+    // names the buffer or a view of it (a view no node defines included).
+    for (u, node) in graph.nodes.iter().enumerate() {
+        for &v in &node.inputs {
+            if let Def::Node(d) = def[root[v.index()].index()] {
+                if d >= u {
+                    return Err(PlanError::NotTopological { value: v, node: u });
+                }
+            }
+        }
+    }
     let planned = |v: usize| matches!(def[root[v].index()], Def::Node(_));
     let mut last_use = vec![0usize; n];
     let mut end = vec![0usize; n];

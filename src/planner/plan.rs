@@ -365,11 +365,12 @@ pub fn validate(
         }
     }
     // Values sharing a slot follow each other: the next may start only at
-    // the node where the previous dies (in place).
+    // the node where the previous dies (in place), and never at the node
+    // that wrote the previous one (both would be written at once).
     for m in &mut members {
         m.sort_unstable_by_key(|&(iv, v)| (iv.start, v));
         for w in m.windows(2) {
-            if w[1].0.start + 1 < w[0].0.end {
+            if w[1].0.start + 1 < w[0].0.end || w[1].0.start == w[0].0.start {
                 return Err(ValidateError::Overlap {
                     a: w[0].1,
                     b: w[1].1,
@@ -409,6 +410,43 @@ pub fn validate(
 mod tests {
     use super::*;
     use crate::planner::graph::Node;
+
+    #[test]
+    fn two_outputs_of_one_node_never_share_a_slot() {
+        let v = ValueId;
+        // Node 0 writes 1 and 2; nothing reads 1 (it dies at node 0), node 1 reads 2.
+        let g = Graph {
+            num_values: 3,
+            nodes: vec![
+                Node {
+                    inputs: vec![v(0)],
+                    outputs: vec![v(1), v(2)],
+                },
+                Node {
+                    inputs: vec![v(2)],
+                    outputs: vec![],
+                },
+            ],
+            inputs: vec![v(0)],
+            outputs: vec![],
+        };
+        let size = |_: ValueId| Some(64);
+        let PlanStatus::Ready(mut p) =
+            plan(&g, &ViewMap::new(), &[], size, &PlanOptions::default()).unwrap()
+        else {
+            panic!("sizes are known")
+        };
+        assert_eq!(validate(&g, &ViewMap::new(), &p, size), Ok(()));
+        assert_eq!(p.height, 128);
+        // One slot for both, as if 2 took over 1 in place at the node that wrote 1.
+        p.slot_of[2] = p.slot_of[1];
+        let s = p.slot_of[1].unwrap().0 as usize;
+        p.slots[s].live = Interval { start: 0, end: 2 };
+        assert_eq!(
+            validate(&g, &ViewMap::new(), &p, size),
+            Err(ValidateError::Overlap { a: 1, b: 2 })
+        );
+    }
 
     #[test]
     fn diamond_plan_validates() {
