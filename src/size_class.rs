@@ -41,17 +41,28 @@ pub const MAX_CLASS_SIZE: usize = capacity(CLASS_COUNT - 1);
 /// ```
 #[inline]
 pub const fn class_of(size: usize) -> Option<Class> {
-    if size <= 128 {
-        let s = if size == 0 { 1 } else { size };
-        return Some(s.div_ceil(16) - 1);
+    if size == 0 {
+        return Some(0);
     }
     if size > MAX_CLASS_SIZE {
         return None;
     }
+    Some(class_of_classed(size))
+}
+
+/// [`class_of`] for a size known to be in `1..=MAX_CLASS_SIZE` (the
+/// arena's warm path, which checked the range already): no `Option`.
+#[inline(always)]
+pub(crate) const fn class_of_classed(size: usize) -> Class {
     let m = size - 1;
-    let e = usize::BITS - 1 - m.leading_zeros(); // m in [2^e, 2^(e+1))
-    let sub = (m >> (e - STEP_BITS)) - STEPS; // 0..8
-    Some(STEPS + (e as usize - 7) * STEPS + sub)
+    if m < 128 {
+        // 16-byte steps up to 128 bytes.
+        return m >> 4;
+    }
+    // m in [2^e, 2^(e+1)): class STEPS * (e - 6) plus the top three bits
+    // after the leading one, i.e. STEPS * (e - 7) + (m >> (e - 3)).
+    let e = (usize::BITS - 1 - m.leading_zeros()) as usize;
+    STEPS * e - 7 * STEPS + (m >> (e - STEP_BITS as usize))
 }
 
 /// The capacity in bytes of class `c` (`c < CLASS_COUNT`).

@@ -12,10 +12,12 @@ pub(crate) struct ClassBitmap {
 }
 
 impl ClassBitmap {
+    #[inline]
     pub(crate) fn set(&mut self, c: Class) {
         self.words[c / 64] |= 1 << (c % 64);
     }
 
+    #[inline]
     pub(crate) fn clear(&mut self, c: Class) {
         self.words[c / 64] &= !(1 << (c % 64));
     }

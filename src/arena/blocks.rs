@@ -82,6 +82,7 @@ impl Default for List {
 }
 
 impl List {
+    #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -132,10 +133,12 @@ impl BlockTable {
         self.blocks.len()
     }
 
+    #[inline]
     pub(crate) fn get(&self, i: u32) -> Option<&Block> {
         self.blocks.get(i as usize)
     }
 
+    #[inline]
     pub(crate) fn at(&mut self, i: u32) -> &mut Block {
         &mut self.blocks[i as usize]
     }

@@ -6,7 +6,18 @@
 //! retained class that fits (never more than twice the rounded request), found
 //! in O(1) through a bitmap of non-empty classes. Only when nothing fits does
 //! it go to the OS. A retention cap bounds what is kept; `trim` gives it all
-//! back. Both arenas share this code and differ only in what they are for:
+//! back.
+//!
+//! The warm path is short enough to inline into the caller: a range check
+//! on the request, the lock (one atomic, released by a plain store), the
+//! newest buffer of the request's own class (a hot slot: no list
+//! relinking when a buffer is freed and its class asked for again), and
+//! live-byte counters; retained bytes and warm counts are derived when
+//! `stats()` is read rather than kept on every operation. The result comes
+//! back in registers: returning it through memory used to cost more than
+//! all the bookkeeping (about 23 ns a pair against 12 ns now).
+//!
+//! Both arenas share this code and differ only in what they are for:
 //! keeping them apart is what lets a burst of held outputs never evict the
 //! execution working set, and vice versa.
 //!
@@ -48,6 +59,7 @@ pub(crate) mod shared;
 pub(crate) mod state;
 #[cfg(test)]
 mod tests;
+mod warm;
 
 pub use config::ArenaConfig;
 pub use error::AllocError;

@@ -13,6 +13,7 @@ impl ArenaState {
     /// Returns live block `i` to the arena. `false` (and no change) when the
     /// block is not live or does not start at `addr`: a buffer is returned at
     /// most once.
+    #[inline(always)]
     pub(crate) fn free(&mut self, i: u32, addr: usize, os: &OsCounters) -> bool {
         let Some(b) = self.table.get(i) else {
             return false;
@@ -20,11 +21,10 @@ impl ArenaState {
         if b.state != BlockState::Live || b.addr != addr {
             return false;
         }
-        let (cap, class, map_len) = (b.cap, b.class, b.map_len);
-        self.stats.frees += 1;
+        let (cap, class) = (b.cap, b.class);
         self.note_dead(cap);
         if class == DEDICATED {
-            self.unmap_block(i, addr, map_len, os);
+            self.free_dedicated(i, addr, os);
             return true;
         }
         let c = class as usize;
@@ -32,12 +32,20 @@ impl ArenaState {
         let b = self.table.at(i);
         b.state = BlockState::Warm;
         b.freed_at = self.clock;
-        self.table.push_back(&mut self.warm[c], i);
-        self.bitmap.set(c);
-        self.stats.retained_bytes += cap;
-        self.stats.retained_buffers += 1;
-        self.enforce_cap(os);
+        self.warm.push(&mut self.table, c, i);
+        if self.retained_bytes() > self.config.retention_cap {
+            self.enforce_cap(os);
+        }
         true
+    }
+
+    /// A dedicated mapping goes back to the OS as soon as it is freed.
+    #[inline(never)]
+    fn free_dedicated(&mut self, i: u32, addr: usize, os: &OsCounters) {
+        let Some(&b) = self.table.get(i) else { return };
+        self.dedicated_frees += 1;
+        self.note_unheld(b.cap);
+        self.unmap_block(i, addr, b.map_len, os);
     }
 
     fn unmap_block(&mut self, i: u32, addr: usize, map_len: usize, os: &OsCounters) {
@@ -60,8 +68,8 @@ impl ArenaState {
     fn least_recently_freed(&self) -> u32 {
         let mut best = NIL;
         let mut best_at = u64::MAX;
-        for c in self.bitmap.iter_in(0, CLASS_COUNT - 1) {
-            let i = self.warm[c].head;
+        for c in self.warm.classes.iter_in(0, CLASS_COUNT - 1) {
+            let i = self.warm.oldest(c);
             if let Some(b) = self.table.get(i) {
                 if b.freed_at < best_at {
                     best_at = b.freed_at;
@@ -73,8 +81,9 @@ impl ArenaState {
     }
 
     /// Evicts least-recently-freed buffers until retained bytes fit the cap.
+    #[inline(never)]
     pub(crate) fn enforce_cap(&mut self, os: &OsCounters) {
-        while self.stats.retained_bytes > self.config.retention_cap {
+        while self.retained_bytes() > self.config.retention_cap {
             let i = self.least_recently_freed();
             let cap = self.evict(i, os);
             self.stats.evictions += 1;
@@ -86,12 +95,8 @@ impl ArenaState {
     fn evict(&mut self, i: u32, os: &OsCounters) -> usize {
         let b = *self.table.at(i);
         let c = b.class as usize;
-        self.table.unlink(&mut self.warm[c], i);
-        if self.warm[c].is_empty() {
-            self.bitmap.clear(c);
-        }
-        self.stats.retained_bytes -= b.cap;
-        self.stats.retained_buffers -= 1;
+        self.warm.remove(&mut self.table, c, i);
+        self.note_unheld(b.cap);
         if b.map_len > 0 {
             self.unmap_block(i, b.addr, b.map_len, os);
             return b.cap;
@@ -155,8 +160,8 @@ impl ArenaState {
     /// Releases every retained buffer; returns the capacity released.
     pub(crate) fn trim(&mut self, os: &OsCounters) -> usize {
         let mut total = 0;
-        while let Some(c) = self.bitmap.first_in(0, CLASS_COUNT - 1) {
-            total += self.evict(self.warm[c].head, os);
+        while let Some(c) = self.warm.classes.first_in(0, CLASS_COUNT - 1) {
+            total += self.evict(self.warm.oldest(c), os);
         }
         self.stats.trims += 1;
         self.stats.trimmed_bytes += total;

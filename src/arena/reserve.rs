@@ -87,8 +87,7 @@ impl ArenaState {
             b.state = BlockState::Live;
             let (addr, run) = (b.addr, b.run);
             self.runs[run as usize].active += 1;
-            self.stats.cold_allocations += 1;
-            self.note_live(cap);
+            self.note_new_live(cap);
             // Its pages were released with the eviction: the request faults
             // them in; the tail is materialized now as for a new block.
             self.prefault_tail(addr, size, cap, os);
@@ -165,8 +164,7 @@ impl ArenaState {
         let (addr, cap) = (b.addr, b.cap);
         let i = self.table.insert(b);
         self.by_addr.insert(addr, i);
-        self.stats.cold_allocations += 1;
-        self.note_live(cap);
+        self.note_new_live(cap);
         Grant {
             // SAFETY: `addr` is inside a mapping the OS layer returned as non-null.
             ptr: unsafe { NonNull::new_unchecked(addr as *mut u8) },
@@ -190,8 +188,7 @@ impl ArenaState {
             let r = &mut self.runs[run as usize];
             r.active += 1;
             r.touched = true;
-            self.stats.cold_allocations += 1;
-            self.note_live(cap);
+            self.note_new_live(cap);
             return Ok(Grant {
                 // SAFETY: carved blocks lie inside a live, non-null run mapping.
                 ptr: unsafe { NonNull::new_unchecked(addr as *mut u8) },

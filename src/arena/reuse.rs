@@ -9,38 +9,54 @@ impl ArenaState {
     /// The smallest retained class in `class..=max_fit_class(class)` whose
     /// buffers satisfy `align`, and its most recently freed buffer (the one
     /// most likely still in cache). No system call, no allocation.
-    #[inline]
     pub(crate) fn take_warm(&mut self, class: Class, align: usize) -> Option<Grant> {
-        let hi = max_fit_class(class);
-        let k = if align <= MIN_CAPACITY {
-            self.bitmap.first_in(class, hi)?
-        } else {
-            // Every buffer of class k is aligned to the largest power of two
-            // dividing capacity(k) (up to MAX_ALIGN), so it is aligned
-            // exactly when `align` divides the capacity.
-            self.bitmap
-                .iter_in(class, hi)
-                .find(|&k| capacity(k) % align == 0)?
-        };
-        let i = self.warm[k].tail;
-        self.table.unlink(&mut self.warm[k], i);
-        if self.warm[k].is_empty() {
-            self.bitmap.clear(k);
+        let k = self.best_fit_class(class, align)?;
+        Some(self.take_tail(k))
+    }
+
+    /// [`ArenaState::take_warm`] when the request's own class has a buffer
+    /// aligned enough (then it is the best fit, and no window is scanned).
+    #[inline(always)]
+    pub(crate) fn take_exact(&mut self, class: Class, align: usize) -> Option<Grant> {
+        if !self.warm.has(class) || (align > MIN_CAPACITY && capacity(class) & (align - 1) != 0) {
+            return None;
         }
+        Some(self.take_tail(class))
+    }
+
+    /// Hands out the most recently freed buffer of class `k` (non-empty).
+    #[inline(always)]
+    fn take_tail(&mut self, k: Class) -> Grant {
+        let i = self.warm.pop_newest(&mut self.table, k);
         let b = self.table.at(i);
         b.state = BlockState::Live;
         let (addr, cap) = (b.addr, b.cap);
-        self.stats.retained_bytes -= cap;
-        self.stats.retained_buffers -= 1;
-        self.stats.warm_allocations += 1;
         self.note_live(cap);
-        Some(Grant {
-            // A block's address is never zero: it came from a successful mapping.
-            ptr: NonNull::new(addr as *mut u8)?,
+        Grant {
+            // SAFETY: a block's address is never zero: it came from a
+            // successful mapping (or the heap stand-in under Miri).
+            ptr: unsafe { NonNull::new_unchecked(addr as *mut u8) },
             cap,
             block: i,
             fresh: false,
             warm: true,
-        })
+        }
+    }
+
+    /// The smallest retained class in `class..=max_fit_class(class)` whose
+    /// buffers satisfy `align`.
+    fn best_fit_class(&self, class: Class, align: usize) -> Option<Class> {
+        let hi = max_fit_class(class);
+        if align <= MIN_CAPACITY {
+            self.warm.classes.first_in(class, hi)
+        } else {
+            // Every buffer of class k is aligned to the largest power of two
+            // dividing capacity(k) (up to MAX_ALIGN), so it is aligned
+            // exactly when `align` divides the capacity.
+            self.warm
+                .classes
+                .iter_in(class, hi)
+                .find(|&k| capacity(k) & (align - 1) == 0)
+        }
     }
 }

@@ -17,7 +17,7 @@ use super::pins::{PinInfo, PinRecord};
 use super::state::{ArenaState, Grant};
 use super::{ArenaConfig, ArenaKind, MAX_ALIGN};
 use crate::os::OsCounters;
-use crate::size_class::{aligned_size, class_of};
+use crate::size_class::{aligned_size, class_of, class_of_classed, MAX_CLASS_SIZE};
 use crate::stats::ArenaStats;
 use crate::sync::rc::{fence, AtomicUsize, Ordering};
 use crate::sync::{SpinGuard, SpinLock};
@@ -32,13 +32,36 @@ pub(crate) struct ArenaCore {
 }
 
 impl ArenaCore {
+    #[inline]
     pub(crate) fn lock(&self) -> SpinGuard<'_, ArenaState> {
         self.state.lock()
     }
 
     /// Checks a request and serves it warm if a retained buffer fits, cold otherwise.
-    #[inline]
+    ///
+    /// The common case (a classed size, an alignment up to a page, a
+    /// retained buffer of the request's own class) is inlined into the
+    /// caller; everything else, bad input included, takes the out-of-line
+    /// [`ArenaCore::allocate_general`].
+    #[inline(always)]
     pub(crate) fn allocate(&self, size: usize, align: usize) -> Result<Grant, AllocError> {
+        // One range check stands for "non-zero, classed, no overflow in
+        // rounding"; one bit test for "power of two up to a page".
+        if size.wrapping_sub(1) < MAX_CLASS_SIZE / 2 && align.is_power_of_two() && align <= 4096 {
+            let eff = (size.max(align) + (align - 1)) & !(align - 1);
+            let c = class_of_classed(eff);
+            let mut st = self.lock();
+            if let Some(g) = st.take_exact(c, align) {
+                return Ok(g);
+            }
+        }
+        self.allocate_general(size, align)
+    }
+
+    /// [`ArenaCore::allocate`] for every request: validation with typed
+    /// errors, best fit over the 2× window, then the cold path.
+    #[inline(never)]
+    fn allocate_general(&self, size: usize, align: usize) -> Result<Grant, AllocError> {
         if size == 0 {
             return Err(AllocError::ZeroSize);
         }
@@ -76,6 +99,7 @@ impl ArenaCore {
     /// `this` must point to a live arena body (one that served the buffer,
     /// or that a handle keeps alive). When this returns, the body may be
     /// gone: the caller must not use `this` again unless it holds a handle.
+    #[inline(always)]
     pub(crate) unsafe fn free(this: NonNull<ArenaCore>, block: u32, addr: usize) -> bool {
         let (returned, dead) = {
             // SAFETY: the caller guarantees `this` is live for this call.
@@ -220,7 +244,7 @@ impl ArenaCore {
     }
 
     pub(crate) fn stats(&self) -> ArenaStats {
-        let mut s = self.lock().stats;
+        let mut s = self.lock().stats();
         s.os = self.os.snapshot();
         s
     }
@@ -240,6 +264,8 @@ impl ArenaCore {
 
     /// # Safety
     /// Nothing may reach the body afterwards.
+    #[cold]
+    #[inline(never)]
     unsafe fn destroy(this: NonNull<ArenaCore>) {
         #[cfg(loom)]
         LIVE_BODIES.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);

@@ -3,11 +3,11 @@
 //! named for it: `reuse.rs` (warm path), `reserve.rs` (cold path),
 //! `release.rs` (free, eviction, trim).
 
-use super::bitmap::ClassBitmap;
 use super::blocks::{BlockState, BlockTable, List, NIL};
 use super::config::ArenaConfig;
 use super::owners::{self, Owner};
 use super::pins::PinTable;
+use super::warm::WarmSets;
 use crate::os::{self, OsCounters};
 use crate::size_class::CLASS_COUNT;
 use crate::stats::ArenaStats;
@@ -68,11 +68,18 @@ pub(crate) struct Grant {
 /// Everything behind the arena lock.
 pub(crate) struct ArenaState {
     pub table: BlockTable,
-    pub warm: [List; CLASS_COUNT],
+    pub warm: WarmSets,
     pub cold: [List; CLASS_COUNT],
-    /// Frees so far: the stamp that orders retained buffers by free time.
+    /// Frees of classed buffers so far: the stamp that orders retained
+    /// buffers by free time, and a term of `ArenaStats::frees`.
     pub clock: u64,
-    pub bitmap: ClassBitmap,
+    /// Frees of dedicated mappings so far (the other term of `frees`).
+    pub dedicated_frees: u64,
+    /// Capacity and number of blocks that are live or warm. The warm path
+    /// moves a block between the two without touching these, so retained
+    /// bytes (held minus live) cost it nothing; see [`ArenaState::stats`].
+    pub held_bytes: usize,
+    pub held_buffers: usize,
     pub runs: Vec<Run>,
     pub current_run: [u32; CLASS_COUNT],
     /// The segment large classes are carved from now.
@@ -96,10 +103,12 @@ impl ArenaState {
     pub(crate) fn new(config: ArenaConfig) -> Self {
         ArenaState {
             table: BlockTable::default(),
-            warm: [List::default(); CLASS_COUNT],
+            warm: WarmSets::default(),
             cold: [List::default(); CLASS_COUNT],
             clock: 0,
-            bitmap: ClassBitmap::default(),
+            dedicated_frees: 0,
+            held_bytes: 0,
+            held_buffers: 0,
             runs: Vec::new(),
             current_run: [NIL; CLASS_COUNT],
             current_segment: NIL,
@@ -116,6 +125,38 @@ impl ArenaState {
         }
     }
 
+    /// A block that was neither live nor warm becomes live (cold paths).
+    pub(crate) fn note_new_live(&mut self, cap: usize) {
+        self.held_bytes += cap;
+        self.held_buffers += 1;
+        self.stats.cold_allocations += 1;
+        self.note_live(cap);
+    }
+
+    /// A warm block leaves the arena's keeping (evicted or trimmed).
+    pub(crate) fn note_unheld(&mut self, cap: usize) {
+        self.held_bytes -= cap;
+        self.held_buffers -= 1;
+    }
+
+    /// Bytes of free buffers kept with their pages.
+    #[inline]
+    pub(crate) fn retained_bytes(&self) -> usize {
+        self.held_bytes - self.stats.live_bytes
+    }
+
+    /// The counters, with the ones the warm path leaves implicit filled in:
+    /// every allocation is warm or cold, and was freed or is live.
+    pub(crate) fn stats(&self) -> ArenaStats {
+        let mut s = self.stats;
+        s.retained_bytes = self.retained_bytes();
+        s.retained_buffers = self.held_buffers - s.live_buffers;
+        s.frees = self.clock + self.dedicated_frees;
+        s.warm_allocations = s.frees + s.live_buffers as u64 - s.cold_allocations;
+        s
+    }
+
+    #[inline]
     pub(crate) fn note_live(&mut self, cap: usize) {
         self.stats.live_bytes += cap;
         self.stats.live_buffers += 1;
@@ -124,6 +165,7 @@ impl ArenaState {
         }
     }
 
+    #[inline]
     pub(crate) fn note_dead(&mut self, cap: usize) {
         self.stats.live_bytes -= cap;
         self.stats.live_buffers -= 1;

@@ -157,6 +157,7 @@ impl Allocation {
 }
 
 impl Drop for Allocation {
+    #[inline]
     fn drop(&mut self) {
         // SAFETY: the body is alive while this buffer is live; it is not
         // used after this call.
@@ -192,6 +193,7 @@ macro_rules! allocate_for {
             /// assert!(a.capacity() >= 1000 && a.as_ptr() as usize % 64 == 0);
             /// a.as_mut_slice()[999] = 7;
             /// ```
+            #[inline(always)]
             pub fn allocate(&self, size: usize, align: usize) -> Result<Allocation, AllocError> {
                 let g = self.core.allocate(size, align)?;
                 Ok(Allocation::from_grant(g, size, self.core.ptr()))
