@@ -22,7 +22,9 @@
 //! execution working set, and vice versa.
 //!
 //! Where buffers live: classes below 64 KiB are carved from 256 KiB runs of
-//! one class; classes from 64 KiB to 16 MiB are carved, page-aligned and
+//! one class, cut from 2 MiB-aligned regions (huge-page advised from an
+//! arena's second region on, so only a model with many small buffers pays
+//! a huge page for them); classes from 64 KiB to 16 MiB are carved, page-aligned and
 //! back to back, from 32 MiB segments shared by all those classes and
 //! advised for transparent huge pages, so a cold run takes about one fault
 //! per 2 MiB and the tail of one buffer shares a huge page with the next;
@@ -89,6 +91,18 @@ pub(crate) const SEGMENT_LEN: usize = 1 << 20;
 
 /// The length of one small-class run.
 pub(crate) const RUN_LEN: usize = 256 << 10;
+
+/// Small-class runs are cut from mappings of this length, 2 MiB-aligned: an
+/// arena's first such region has 4 KiB pages (a model with a few small
+/// buffers keeps a small footprint); the later ones are advised for huge
+/// pages like segments, so a model with many small buffers takes about one
+/// cold fault per 2 MiB of them too.
+#[cfg(not(miri))]
+pub(crate) const RUN_REGION_LEN: usize = 2 << 20;
+/// Under Miri (the heap stand-in maps and unmaps whole blocks only) each
+/// region is one run.
+#[cfg(miri)]
+pub(crate) const RUN_REGION_LEN: usize = RUN_LEN;
 
 /// The alignment of a run: at least every small class's capacity, so any
 /// alignment a small request carries holds for every block of its class.

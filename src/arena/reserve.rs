@@ -1,5 +1,6 @@
 //! The cold path: a buffer from fresh pages. Small classes are carved from
-//! runs (one mapping serves many buffers); larger classes get a mapping each,
+//! one-class runs, themselves cut from 2 MiB run regions (huge-page advised
+//! from an arena's second region on); larger classes get a mapping each,
 //! aligned for huge pages from 2 MiB up; sizes above the largest class get a
 //! dedicated mapping that is released on free.
 //!
@@ -12,8 +13,10 @@
 use super::blocks::{Block, BlockState, DEDICATED, NIL};
 use super::error::AllocError;
 use super::owners::{self, GRANULE};
-use super::state::{ArenaState, Grant, Run};
-use super::{CARVE_LIMIT, MAX_ALIGN, RUN_ALIGN, RUN_LEN, SEGMENT_CARVE_MAX, SEGMENT_LEN};
+use super::state::{ArenaState, Grant, Run, RunRegion};
+use super::{
+    CARVE_LIMIT, MAX_ALIGN, RUN_ALIGN, RUN_LEN, RUN_REGION_LEN, SEGMENT_CARVE_MAX, SEGMENT_LEN,
+};
 use crate::os::{self, MapRequest, OsCounters, OsError, HUGE_PAGE_SIZE};
 use crate::size_class::{capacity, Class};
 use core::ptr::NonNull;
@@ -202,16 +205,9 @@ impl ArenaState {
         let mut r = self.current_run[class];
         if r == NIL || self.runs[r as usize].carved + cap > self.runs[r as usize].len {
             self.runs.try_reserve(1).map_err(|_| NO_ROOM(cap))?;
-            let req = MapRequest {
-                len: RUN_LEN,
-                align: RUN_ALIGN,
-                huge_pages: false,
-                prefault: self.config.prefault,
-            };
-            let base = os::map(req, os).map_err(|e| oom(cap, e))?;
-            owners::register(base.as_ptr() as usize, RUN_LEN, self.owner);
+            let base = self.cut_run(cap, os)?;
             self.runs.push(Run {
-                base: base.as_ptr() as usize,
+                base,
                 len: RUN_LEN,
                 class: class as u16,
                 carved: 0,
@@ -219,7 +215,6 @@ impl ArenaState {
                 touched: false,
                 segment: false,
             });
-            self.stats.mapped_bytes += RUN_LEN;
             r = (self.runs.len() - 1) as u32;
             self.current_run[class] = r;
         }
@@ -230,6 +225,35 @@ impl ArenaState {
         run.touched = true;
         debug_assert_eq!(run.class as usize, class);
         Ok(self.grant_new(Block::new(addr, cap, class as u16, r, 0)))
+    }
+
+    /// The address of a new run: the next `RUN_LEN` of the current run
+    /// region, mapping a new region when it is full (see `RUN_REGION_LEN`).
+    fn cut_run(&mut self, cap: usize, os: &OsCounters) -> Result<usize, AllocError> {
+        let room = |g: &RunRegion| g.carved + RUN_LEN <= g.len;
+        if !self.run_regions.last().is_some_and(room) {
+            self.run_regions.try_reserve(1).map_err(|_| NO_ROOM(cap))?;
+            let req = MapRequest {
+                len: RUN_REGION_LEN,
+                align: RUN_REGION_LEN.max(RUN_ALIGN),
+                huge_pages: self.config.huge_pages && !self.run_regions.is_empty(),
+                prefault: self.config.prefault,
+            };
+            let base = os::map(req, os).map_err(|e| oom(cap, e))?;
+            owners::register(base.as_ptr() as usize, RUN_REGION_LEN, self.owner);
+            self.stats.mapped_bytes += RUN_REGION_LEN;
+            self.run_regions.push(RunRegion {
+                base: base.as_ptr() as usize,
+                len: RUN_REGION_LEN,
+                carved: 0,
+            });
+        }
+        let Some(g) = self.run_regions.last_mut() else {
+            return Err(NO_ROOM(cap));
+        };
+        let base = g.base + g.carved;
+        g.carved += RUN_LEN;
+        Ok(base)
     }
 
     /// A block with its own mapping, aligned to the largest power of two not

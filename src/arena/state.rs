@@ -53,6 +53,15 @@ pub(crate) struct Run {
     pub segment: bool,
 }
 
+/// One mapping that small-class runs are cut from, front to back.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RunRegion {
+    pub base: usize,
+    pub len: usize,
+    /// Bytes handed to runs so far.
+    pub carved: usize,
+}
+
 /// What an allocation hands back to the layer above.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Grant {
@@ -81,6 +90,10 @@ pub(crate) struct ArenaState {
     pub held_bytes: usize,
     pub held_buffers: usize,
     pub runs: Vec<Run>,
+    /// The mappings small-class runs are cut from (`RUN_REGION_LEN` each;
+    /// only the last one may still have room): unmapped whole when the
+    /// arena goes, while runs themselves are never unmapped.
+    pub run_regions: Vec<RunRegion>,
     pub current_run: [u32; CLASS_COUNT],
     /// The segment large classes are carved from now.
     pub current_segment: u32,
@@ -110,6 +123,7 @@ impl ArenaState {
             held_bytes: 0,
             held_buffers: 0,
             runs: Vec::new(),
+            run_regions: Vec::new(),
             current_run: [NIL; CLASS_COUNT],
             current_segment: NIL,
             idle_segments: Vec::new(),
@@ -191,15 +205,25 @@ impl ArenaState {
                 }
             }
         }
-        for r in &self.runs {
+        // Segments are mappings of their own; small-class runs live in regions.
+        for r in self.runs.iter().filter(|r| r.segment) {
             owners::unregister(r.base, r.len, self.owner);
             if let Some(p) = NonNull::new(r.base as *mut u8) {
-                // SAFETY: each run is one mapping owned by the arena; no block
-                // carved from it is reachable once the arena is gone.
+                // SAFETY: each segment is one mapping owned by the arena; no
+                // block carved from it is reachable once the arena is gone.
                 unsafe { os::unmap(p, r.len, os) };
             }
         }
+        for g in &self.run_regions {
+            owners::unregister(g.base, g.len, self.owner);
+            if let Some(p) = NonNull::new(g.base as *mut u8) {
+                // SAFETY: each region is one mapping owned by the arena; no
+                // block of its runs is reachable once the arena is gone.
+                unsafe { os::unmap(p, g.len, os) };
+            }
+        }
         self.runs.clear();
+        self.run_regions.clear();
         self.stats.mapped_bytes = 0;
     }
 }

@@ -167,6 +167,7 @@ impl<'s, 'i> RunContext<'s, 'i> {
 
     /// Memory for output slot `slot` of `node`, from the arena the session
     /// routed that slot to. Write it, then [`commit`](Self::commit) it.
+    #[inline(always)]
     pub fn output(
         &self,
         node: NodeId,
@@ -178,12 +179,19 @@ impl<'s, 'i> RunContext<'s, 'i> {
         match &self.session.targets[v] {
             Target::Execution(a) => Ok(a.allocate(bytes, align)?),
             Target::Io(a) => Ok(a.allocate(bytes, align)?),
-            Target::Input => Err(SessionError::NotAnOutput(self.name(v))),
+            Target::Input => Err(self.not_an_output(v)),
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn not_an_output(&self, v: ValueId) -> SessionError {
+        SessionError::NotAnOutput(self.name(v))
     }
 
     /// A kernel workspace: always execution memory, also inside a node that
     /// writes a declared output. Dropped by the kernel when done.
+    #[inline(always)]
     pub fn temporary(&self, bytes: usize, align: usize) -> Result<Allocation, SessionError> {
         Ok(self.session.exec.allocate(bytes, align)?)
     }

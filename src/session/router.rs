@@ -209,31 +209,40 @@ impl Session {
         })
     }
 
+    #[inline]
     fn slot_of(
         &self,
         node: NodeId,
         slot: usize,
         side: fn(&NodeInfo) -> &[ValueId],
     ) -> Result<ValueId, SessionError> {
-        let n = self
-            .nodes
-            .get(node)
-            .ok_or(SessionError::UnknownNode(node))?;
-        side(n)
-            .get(slot)
-            .copied()
-            .ok_or_else(|| SessionError::NoSuchSlot {
+        match self.nodes.get(node).and_then(|n| side(n).get(slot)) {
+            Some(&v) => Ok(v),
+            None => Err(self.slot_error(node, slot)),
+        }
+    }
+
+    /// Why (`node`, `slot`) names no value; out of line, off the kernels' path.
+    #[cold]
+    #[inline(never)]
+    fn slot_error(&self, node: NodeId, slot: usize) -> SessionError {
+        match self.nodes.get(node) {
+            None => SessionError::UnknownNode(node),
+            Some(n) => SessionError::NoSuchSlot {
                 node: n.name.clone(),
                 slot,
-            })
+            },
+        }
     }
 
     /// The value written by output slot `slot` of `node`.
+    #[inline]
     pub(crate) fn output_value(&self, node: NodeId, slot: usize) -> Result<ValueId, SessionError> {
         self.slot_of(node, slot, |n| &n.outputs)
     }
 
     /// The value read by input slot `slot` of `node`.
+    #[inline]
     pub(crate) fn input_value(&self, node: NodeId, slot: usize) -> Result<ValueId, SessionError> {
         self.slot_of(node, slot, |n| &n.inputs)
     }
