@@ -7,7 +7,7 @@
 #   bash scripts/fuzz.sh            # 60 s per target
 #   bash scripts/fuzz.sh 600        # 10 min per target
 #   FUZZ_TARGETS="arena_ops" bash scripts/fuzz.sh 3600
-#   FUZZ_SEED=1 FUZZ_RUNS=400000 bash scripts/fuzz.sh 60   # what CI runs
+#   FUZZ_SEED=1 FUZZ_RUNS=400000 FUZZ_RUNS_arena_ops=10000 bash scripts/fuzz.sh 60   # CI
 #
 # Without FUZZ_SEED each run takes a fresh random seed and explores new
 # inputs. CI fixes the seed and the number of inputs per target, so the
@@ -40,10 +40,14 @@ for t in $targets; do
     mkdir -p "$work/$t"
     seeds=()
     [ -d "fuzz/corpus/$t" ] && seeds=("fuzz/corpus/$t")
-    echo "== fuzz $t for ${secs}s${FUZZ_SEED:+, seed $FUZZ_SEED}${FUZZ_RUNS:+, at most $FUZZ_RUNS inputs}"
     fixed=()
     [ -n "${FUZZ_SEED:-}" ] && fixed+=("-seed=$FUZZ_SEED")
-    [ -n "${FUZZ_RUNS:-}" ] && fixed+=("-runs=$FUZZ_RUNS")
+    # FUZZ_RUNS_<target> overrides FUZZ_RUNS for one target (arena_ops runs
+    # a few hundred inputs a second, the others tens of thousands).
+    runs_var="FUZZ_RUNS_$t"
+    runs="${!runs_var:-${FUZZ_RUNS:-}}"
+    [ -n "$runs" ] && fixed+=("-runs=$runs")
+    echo "== fuzz $t for ${secs}s${FUZZ_SEED:+, seed $FUZZ_SEED}${runs:+, at most $runs inputs}"
     # -rss_limit_mb: the arena target maps up to a few hundred MiB at once.
     if ! cargo +nightly fuzz run --debug-assertions "$t" "$work/$t" "${seeds[@]}" -- \
         -max_total_time="$secs" "${fixed[@]}" -rss_limit_mb=4096 -print_final_stats=1 2>&1 |
