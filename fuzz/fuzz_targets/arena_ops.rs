@@ -1,8 +1,8 @@
 //! Arbitrary sequences of allocate / resize / grow / shrink / free / export /
 //! clone / drop-lease / raw export / trim / set-cap / drop-arena across an
 //! `ExecutionArena` and an `IoArena`, checked against a model of the policy
-//! (the same model as `tests/suite/arena_model.rs`, extended to leases and
-//! the allocator API). After every operation:
+//! (`tests/common/policy_model.rs`, shared with `tests/suite/arena_model.rs`;
+//! here also over leases and the allocator API). After every operation:
 //!
 //! - live, retained, peak, leased bytes and buffer counts match the model
 //!   for each arena exactly;
@@ -16,10 +16,14 @@ use allocator_api2::alloc::{Allocator, Layout};
 use core::ptr::NonNull;
 use libfuzzer_sys::fuzz_target;
 use std::collections::HashMap;
-use warmarena::size_class::{aligned_size, capacity, class_of, max_fit_class};
+use warmarena::size_class::{capacity, class_of};
 use warmarena::{
     AllocError, Allocation, ArenaConfig, ArenaStats, ExecutionArena, IoArena, IoLease,
 };
+
+#[path = "../../tests/common/policy_model.rs"]
+mod policy_model;
+use policy_model::PolicyModel;
 
 warmarena_fuzz::op_counts!(
     COUNTS,
@@ -147,100 +151,17 @@ fn align_of(shift: u8) -> usize {
     }
 }
 
-/// The policy, written plainly (see `tests/suite/arena_model.rs`).
-#[derive(Default)]
-struct Model {
-    live: usize,
-    live_buffers: usize,
-    peak: usize,
-    leases: usize,
-    leased: usize,
-    /// Retained buffers as (class, freed-at), oldest first.
-    retained: Vec<(usize, u64)>,
-    cap: Option<usize>,
-    clock: u64,
-}
-
-impl Model {
-    fn retained_bytes(&self) -> usize {
-        self.retained.iter().map(|&(c, _)| capacity(c)).sum()
-    }
-
-    /// Returns (class served, warm?).
-    fn alloc(&mut self, size: usize, align: usize) -> (usize, bool) {
-        let c = class_of(aligned_size(size, align).unwrap()).unwrap();
-        let fits =
-            |k: usize| k >= c && k <= max_fit_class(c) && (align <= 16 || capacity(k) % align == 0);
-        let best = self
-            .retained
-            .iter()
-            .map(|&(k, _)| k)
-            .filter(|&k| fits(k))
-            .min();
-        let served = match best {
-            Some(k) => {
-                // The most recently freed buffer of that class.
-                let i = self
-                    .retained
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, &(kk, _))| kk == k)
-                    .max_by_key(|(_, &(_, t))| t)
-                    .map(|(i, _)| i)
-                    .unwrap();
-                self.retained.remove(i);
-                (k, true)
-            }
-            None => (c, false),
-        };
-        self.live += capacity(served.0);
-        self.live_buffers += 1;
-        self.peak = self.peak.max(self.live);
-        served
-    }
-
-    fn free(&mut self, class: usize) {
-        self.live -= capacity(class);
-        self.live_buffers -= 1;
-        self.clock += 1;
-        self.retained.push((class, self.clock));
-        self.enforce();
-    }
-
-    fn enforce(&mut self) {
-        let cap = self.cap.unwrap_or(usize::MAX);
-        if self.retained_bytes() > cap {
-            COUNTS.bump(EVICTING);
-        }
-        while self.retained_bytes() > cap {
-            self.retained.remove(0);
-        }
-    }
-
-    fn check(&self, s: &ArenaStats, what: &str) {
-        assert_eq!(s.live_bytes, self.live, "{what}: live bytes");
-        assert_eq!(s.live_buffers, self.live_buffers, "{what}: live buffers");
-        assert_eq!(
-            s.retained_bytes,
-            self.retained_bytes(),
-            "{what}: retained bytes"
-        );
-        assert_eq!(
-            s.retained_buffers,
-            self.retained.len(),
-            "{what}: retained buffers"
-        );
-        assert_eq!(s.peak_live_bytes, self.peak, "{what}: peak");
-        assert_eq!(s.leases, self.leases, "{what}: leases");
-        assert_eq!(s.leased_bytes, self.leased, "{what}: leased bytes");
-    }
-}
-
 /// One arena slot (0: execution, 1: I/O): the arena, its model, its epoch.
 struct Slot<A> {
     arena: A,
-    model: Model,
+    model: PolicyModel,
     epoch: u64,
+}
+
+impl<A> Drop for Slot<A> {
+    fn drop(&mut self) {
+        COUNTS.add(EVICTING, self.model.evicting_ops);
+    }
 }
 
 /// Where a buffer came from: arena slot and that slot's epoch.
@@ -341,12 +262,12 @@ impl World {
         World {
             exec: Slot {
                 arena: ExecutionArena::with_config(config()),
-                model: Model::default(),
+                model: PolicyModel::default(),
                 epoch: 0,
             },
             io: Slot {
                 arena: IoArena::with_config(config()),
-                model: Model::default(),
+                model: PolicyModel::default(),
                 epoch: 0,
             },
             owned: Vec::new(),
@@ -372,7 +293,7 @@ impl World {
     }
 
     /// The model of `origin`'s arena, if that arena is still the slot's.
-    fn model(&mut self, origin: Origin) -> Option<&mut Model> {
+    fn model(&mut self, origin: Origin) -> Option<&mut PolicyModel> {
         if origin.io {
             (self.io.epoch == origin.epoch).then_some(&mut self.io.model)
         } else {
@@ -739,13 +660,13 @@ impl World {
                 if io {
                     self.io = Slot {
                         arena: IoArena::with_config(config()),
-                        model: Model::default(),
+                        model: PolicyModel::default(),
                         epoch: self.io.epoch + 1,
                     };
                 } else {
                     self.exec = Slot {
                         arena: ExecutionArena::with_config(config()),
-                        model: Model::default(),
+                        model: PolicyModel::default(),
                         epoch: self.exec.epoch + 1,
                     };
                 }

@@ -26,6 +26,14 @@ impl OpCounts {
         });
         self.counts[i].fetch_add(1, Relaxed);
     }
+
+    /// Counts `n` more of operation `i`.
+    pub fn add(&'static self, i: usize, n: u64) {
+        if n > 0 {
+            self.bump(i);
+            self.counts[i].fetch_add(n - 1, Relaxed);
+        }
+    }
 }
 
 static REGISTERED: AtomicU64 = AtomicU64::new(0);

@@ -3,9 +3,10 @@
 //! live, retained and peak bytes match exactly, every served-warm flag
 //! matches, and no two live buffers overlap or lose their contents.
 
+use crate::policy_model::PolicyModel;
 use crate::support::{check, fill};
 use proptest::prelude::*;
-use warmarena::size_class::{aligned_size, capacity, class_of, max_fit_class};
+use warmarena::size_class::capacity;
 use warmarena::{Allocation, ArenaConfig, ExecutionArena};
 
 #[derive(Debug, Clone)]
@@ -30,72 +31,9 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// The policy, written plainly.
-#[derive(Default)]
-struct Model {
-    live: usize,
-    peak: usize,
-    /// Retained buffers as (class, freed-at), oldest first.
-    retained: Vec<(usize, u64)>,
-    cap: Option<usize>,
-    clock: u64,
-}
-
-impl Model {
-    fn retained_bytes(&self) -> usize {
-        self.retained.iter().map(|&(c, _)| capacity(c)).sum()
-    }
-
-    /// Returns (class served, warm?).
-    fn alloc(&mut self, size: usize, align: usize) -> (usize, bool) {
-        let c = class_of(aligned_size(size, align).unwrap()).unwrap();
-        let fits =
-            |k: usize| k >= c && k <= max_fit_class(c) && (align <= 16 || capacity(k) % align == 0);
-        let best = self
-            .retained
-            .iter()
-            .map(|&(k, _)| k)
-            .filter(|&k| fits(k))
-            .min();
-        let served = match best {
-            Some(k) => {
-                // The most recently freed buffer of that class.
-                let i = self
-                    .retained
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, &(kk, _))| kk == k)
-                    .max_by_key(|(_, &(_, t))| t)
-                    .map(|(i, _)| i)
-                    .unwrap();
-                self.retained.remove(i);
-                (k, true)
-            }
-            None => (c, false),
-        };
-        self.live += capacity(served.0);
-        self.peak = self.peak.max(self.live);
-        served
-    }
-
-    fn free(&mut self, class: usize) {
-        self.live -= capacity(class);
-        self.clock += 1;
-        self.retained.push((class, self.clock));
-        self.enforce();
-    }
-
-    fn enforce(&mut self) {
-        let cap = self.cap.unwrap_or(usize::MAX);
-        while self.retained_bytes() > cap {
-            self.retained.remove(0);
-        }
-    }
-}
-
 fn run_ops(ops: Vec<Op>) -> Result<(), TestCaseError> {
     let arena = ExecutionArena::with_config(ArenaConfig::default().huge_pages(false));
-    let mut model = Model::default();
+    let mut model = PolicyModel::default();
     let mut live: Vec<(Allocation, usize, u64)> = Vec::new();
     let mut seed = 0u64;
     for op in ops {
@@ -130,12 +68,8 @@ fn run_ops(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 model.enforce();
             }
         }
-        let s = arena.stats();
-        prop_assert_eq!(s.live_bytes, model.live);
-        prop_assert_eq!(s.retained_bytes, model.retained_bytes());
-        prop_assert_eq!(s.retained_buffers, model.retained.len());
-        prop_assert_eq!(s.peak_live_bytes, model.peak);
-        prop_assert_eq!(s.live_buffers, live.len());
+        model.check(&arena.stats(), "execution");
+        prop_assert_eq!(model.live_buffers, live.len());
         // No two live buffers overlap.
         let mut spans: Vec<(usize, usize)> = live
             .iter()

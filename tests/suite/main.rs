@@ -6,6 +6,9 @@
 
 mod support;
 
+#[path = "../common/policy_model.rs"]
+mod policy_model;
+
 mod arena_bad_input;
 mod arena_concurrency;
 mod arena_model;
