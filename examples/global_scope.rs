@@ -7,53 +7,16 @@
 //! `cargo run --release --example global_scope` (exits non-zero if the
 //! scoped warm iterations call the system allocator or fault).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::time::Instant;
 use warmarena::faults::FaultCounter;
-use warmarena::global::{self, ScopedGlobal};
+use warmarena::global::{self, CountingSystem, ScopedGlobal};
 use warmarena::ExecutionArena;
-
-thread_local! {
-    static SYSTEM_CALLS: Cell<u64> = const { Cell::new(0) };
-}
-
-/// `System`, counting this thread's allocation calls (alloc, alloc_zeroed,
-/// realloc): what "calls the system allocator" means below.
-struct CountingSystem;
-
-fn bump() {
-    let _ = SYSTEM_CALLS.try_with(|c| c.set(c.get() + 1));
-}
-
-// SAFETY: every call forwards to `System` with the caller's arguments.
-unsafe impl GlobalAlloc for CountingSystem {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        bump();
-        // SAFETY: forwarded contract.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        bump();
-        // SAFETY: forwarded contract.
-        unsafe { System.alloc_zeroed(l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        bump();
-        // SAFETY: forwarded contract.
-        unsafe { System.realloc(p, l, n) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: forwarded contract.
-        unsafe { System.dealloc(p, l) }
-    }
-}
 
 #[global_allocator]
 static GLOBAL: ScopedGlobal<CountingSystem> = ScopedGlobal::over(CountingSystem);
 
 fn system_calls() -> u64 {
-    SYSTEM_CALLS.with(Cell::get)
+    CountingSystem::calls()
 }
 
 /// A JSON document of `n` records with strings, numbers and nested arrays.

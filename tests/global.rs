@@ -1,53 +1,19 @@
 //! The scoped global allocator, installed: its own test binary, because a
-//! process has one global allocator. The backing allocator counts the calls
-//! each thread makes to it, so tests can assert "no system allocation".
+//! process has one global allocator. The backing allocator
+//! (`CountingSystem`) counts the calls each thread makes to it, so tests can
+//! assert "no system allocation".
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+use std::alloc::Layout;
 use std::collections::HashMap;
 use std::sync::mpsc;
-use warmarena::global::{self, ScopedGlobal};
+use warmarena::global::{self, CountingSystem, ScopedGlobal};
 use warmarena::ExecutionArena;
-
-thread_local! {
-    static SYSTEM_CALLS: Cell<u64> = const { Cell::new(0) };
-}
-
-/// `System`, counting this thread's allocation calls (not frees).
-struct CountingSystem;
-
-fn bump() {
-    let _ = SYSTEM_CALLS.try_with(|c| c.set(c.get() + 1));
-}
-
-// SAFETY: every call forwards to `System` with the caller's arguments.
-unsafe impl GlobalAlloc for CountingSystem {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        bump();
-        // SAFETY: forwarded contract.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        bump();
-        // SAFETY: forwarded contract.
-        unsafe { System.alloc_zeroed(l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        bump();
-        // SAFETY: forwarded contract.
-        unsafe { System.realloc(p, l, n) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: forwarded contract.
-        unsafe { System.dealloc(p, l) }
-    }
-}
 
 #[global_allocator]
 static GLOBAL: ScopedGlobal<CountingSystem> = ScopedGlobal::over(CountingSystem);
 
 fn system_calls() -> u64 {
-    SYSTEM_CALLS.with(Cell::get)
+    CountingSystem::calls()
 }
 
 fn live(arena: &ExecutionArena) -> usize {

@@ -60,9 +60,11 @@
 //! assert_eq!((s.cold_allocations, s.warm_allocations), (1, 2));
 //! ```
 
+mod counting;
 mod scope;
 mod stats;
 
+pub use counting::CountingSystem;
 pub use scope::ScopeGuard;
 
 use crate::arena::owners::{self, Owner};

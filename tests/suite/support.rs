@@ -1,49 +1,14 @@
 //! Shared helpers: a per-thread counting global allocator and a combined
 //! "what did this run cost" probe (heap allocations, page faults, system calls).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use warmarena::faults::{FaultCounter, FaultSource};
 
-thread_local! {
-    static HEAP_CALLS: Cell<u64> = const { Cell::new(0) };
-}
-
-/// Forwards to the system allocator and counts allocation calls made by
-/// the current thread.
-pub struct CountingAlloc;
-
-fn bump() {
-    // `try_with` so that allocations during thread teardown are not an error.
-    let _ = HEAP_CALLS.try_with(|c| c.set(c.get() + 1));
-}
-
-// SAFETY: every call forwards to `System` with the caller's arguments.
-unsafe impl GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        bump();
-        // SAFETY: forwarded contract.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        bump();
-        // SAFETY: forwarded contract.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        bump();
-        // SAFETY: forwarded contract.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded contract.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+/// The suite's global allocator counts this thread's heap allocation calls.
+pub use warmarena::global::CountingSystem as CountingAlloc;
 
 /// Heap allocation calls (alloc, alloc_zeroed, realloc) made by this thread so far.
 pub fn heap_calls() -> u64 {
-    HEAP_CALLS.with(|c| c.get())
+    CountingAlloc::calls()
 }
 
 /// Costs observed over a stretch of this thread's work.

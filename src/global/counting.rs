@@ -1,0 +1,70 @@
+//! [`CountingSystem`]: the system allocator, counting the allocation calls
+//! each thread makes through it. Put it under [`ScopedGlobal`](super::ScopedGlobal)
+//! (or install it on its own) to assert what a warm run must show: zero
+//! calls to the system allocator.
+
+use core::alloc::{GlobalAlloc, Layout};
+use std::alloc::System;
+use std::cell::Cell;
+
+thread_local! {
+    // Const-initialised, no destructor: safe to touch from inside the
+    // global allocator, even during thread teardown (see `bump`).
+    static CALLS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Forwards every call to [`System`] and counts, per thread, the calls that
+/// allocate (`alloc`, `alloc_zeroed`, `realloc`; frees are not counted).
+///
+/// ```
+/// use warmarena::global::{self, CountingSystem, ScopedGlobal};
+/// use warmarena::ExecutionArena;
+///
+/// #[global_allocator]
+/// static GLOBAL: ScopedGlobal<CountingSystem> = ScopedGlobal::over(CountingSystem);
+///
+/// let arena = ExecutionArena::new();
+/// let work = || (0..100).map(|i| vec![i as u8; 1000]).collect::<Vec<_>>();
+/// global::scope(&arena, work); // warm-up: the arena maps its memory
+/// let before = CountingSystem::calls();
+/// let v = global::scope(&arena, work);
+/// assert_eq!(CountingSystem::calls(), before, "a warm scoped run calls malloc 0 times");
+/// drop(v);
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CountingSystem;
+
+impl CountingSystem {
+    /// Allocation calls this thread has made through a `CountingSystem`.
+    pub fn calls() -> u64 {
+        CALLS.with(Cell::get)
+    }
+}
+
+fn bump() {
+    // `try_with`: an allocation during thread teardown is not an error.
+    let _ = CALLS.try_with(|c| c.set(c.get() + 1));
+}
+
+// SAFETY: every call forwards to `System` with the caller's arguments.
+unsafe impl GlobalAlloc for CountingSystem {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        bump();
+        // SAFETY: forwarded contract.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        bump();
+        // SAFETY: forwarded contract.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        bump();
+        // SAFETY: forwarded contract.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded contract.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
