@@ -41,6 +41,7 @@
 
 mod cache;
 mod csv;
+mod decide;
 mod graph;
 mod greedy;
 mod interval;

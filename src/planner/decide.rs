@@ -1,0 +1,588 @@
+//! The fixed-capacity decision search: "do the buffers fit in `cap` bytes?"
+//!
+//! The technique is MiniMalloc's (Moffitt, ASPLOS '23); the code is our own.
+//! Buffers go in *canonical* order: each at its minimum offset (the highest
+//! top among the placed buffers it conflicts with), and the sequence of
+//! (offset, rank) pairs never decreases, so every canonical placement is
+//! reached once. At a node the children are the unplaced buffers in
+//! (minimum offset, rank) order:
+//!
+//! * *canonical*: a buffer whose (offset, rank) comes before the last placed
+//!   one's is skipped (it can only be placed once a later buffer raises it);
+//! * *dominance*: a buffer whose minimum offset is at or above the lowest
+//!   top any unplaced buffer could reach is skipped: placing it would leave
+//!   a gap below it that the other buffer could drop into;
+//! * *section inference*: time is cut into sections (the buffers live just
+//!   before some buffer dies: the maximal overlapping sets). Each section
+//!   keeps a floor (the top of its last placed buffer, raised to the lowest
+//!   minimum offset of its unplaced buffers) and its unplaced bytes; a node
+//!   where some section's `max(floor, offset) + bytes` exceeds `cap` is cut;
+//! * *decomposition*: when no unplaced buffer crosses the boundary between
+//!   two sections, the two sides are independent: each is searched on its
+//!   own, and a failure on one side fails the node without trying the other
+//!   side's alternatives.
+//!
+//! Floors, minimum offsets and the crossing counts are updated in place and
+//! undone on backtrack from a trail; a node scans the unplaced buffers once
+//! and sorts only the few candidates below the dominance limit.
+//!
+//! [`Decide::run`] answers for one capacity under one ranking with a node
+//! limit; the caller restarts it over rankings with growing limits (one
+//! ranking alone is heavy-tailed).
+
+use super::interval::Buffer;
+use super::search::{Budget, Outcome};
+
+/// How one subtree ended.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Status {
+    Found,
+    NotFound,
+    Abort,
+}
+
+enum Undo {
+    Place(u32),
+    MinOff(u32, usize),
+    Floor(u32, usize),
+}
+
+/// The decision search over the non-trivial buffers of a problem.
+pub(crate) struct Decide<'a> {
+    bufs: &'a [Buffer],
+    adj: &'a [Vec<u32>],
+    /// Sections `[lo, hi)` each buffer is live in.
+    span: Vec<(u32, u32)>,
+    /// Buffers live in each section.
+    members: Vec<Vec<u32>>,
+    /// Buffers crossing each boundary `k | k + 1`, before any is placed.
+    cuts0: Vec<u32>,
+    /// Bytes live in each section, before any is placed.
+    total0: Vec<usize>,
+    /// The ranking in use (an index into [`KEYS`]) and each buffer's place
+    /// in it; a part split off is ranked afresh, with its sections' bytes
+    /// at that point.
+    h: usize,
+    rank: Vec<u32>,
+    /// Ranks saved while a part is searched, and a scratch list of keys.
+    saved: Vec<u32>,
+    keyed: Vec<([u128; 3], u32)>,
+    cap: usize,
+    minoff: Vec<usize>,
+    offset: Vec<usize>,
+    placed: Vec<bool>,
+    floor: Vec<usize>,
+    total: Vec<usize>,
+    cuts: Vec<u32>,
+    /// The buffers of each open part, one list after the other (a part's
+    /// list may hold buffers placed since it was made: they are skipped).
+    pool: Vec<u32>,
+    trail: Vec<Undo>,
+    /// Candidate lists of the open nodes, one after the other.
+    cands: Vec<(usize, u32, u32)>,
+    stamp: Vec<u64>,
+    tick: u64,
+    affected: Vec<u32>,
+    /// Whether the buffer last placed conflicts with no unplaced buffer.
+    hatless: bool,
+    limit: u64,
+    check_at: u64,
+    /// Nodes expanded over all runs.
+    pub(crate) nodes: u64,
+}
+
+/// The sections: one per distinct end time `e`, holding the buffers with
+/// `lower < e <= upper`. Returns each buffer's section range and the count.
+fn clique_sections(bufs: &[Buffer]) -> (Vec<(u32, u32)>, usize) {
+    let mut ends: Vec<usize> = bufs.iter().map(|b| b.upper).collect();
+    ends.sort_unstable();
+    ends.dedup();
+    let span = bufs
+        .iter()
+        .map(|b| {
+            let lo = ends.partition_point(|&e| e <= b.lower) as u32;
+            let hi = ends.partition_point(|&e| e <= b.upper) as u32;
+            (lo, hi)
+        })
+        .collect();
+    (span, ends.len())
+}
+
+/// What the rankings look at.
+struct Facts {
+    width: u128,
+    area: u128,
+    fullest: u128,
+}
+
+/// MiniMalloc's three rankings (largest first): lifetime, area, fullest
+/// section crossed, in three priorities.
+const KEYS: [fn(&Facts) -> [u128; 3]; 3] = [
+    |f| [f.width, f.area, f.fullest],
+    |f| [f.fullest, f.area, f.width],
+    |f| [f.fullest, f.width, f.area],
+];
+
+impl<'a> Decide<'a> {
+    /// Prepares the search over `bufs` (all non-trivial) with conflict lists
+    /// `adj`, under MiniMalloc's three rankings (by lifetime, area and the
+    /// fullest section crossed, in three priorities).
+    pub(crate) fn new(bufs: &'a [Buffer], adj: &'a [Vec<u32>]) -> Self {
+        let n = bufs.len();
+        let (span, nsec) = clique_sections(bufs);
+        let mut members = vec![Vec::new(); nsec];
+        let mut total0 = vec![0usize; nsec];
+        let mut cuts0 = vec![0u32; nsec.saturating_sub(1)];
+        for (i, &(lo, hi)) in span.iter().enumerate() {
+            for s in lo..hi {
+                members[s as usize].push(i as u32);
+                total0[s as usize] += bufs[i].size;
+            }
+            for k in lo..hi.saturating_sub(1) {
+                cuts0[k as usize] += 1;
+            }
+        }
+        Decide {
+            bufs,
+            adj,
+            span,
+            members,
+            cuts0,
+            total0,
+            h: 0,
+            rank: vec![0; n],
+            saved: Vec::new(),
+            keyed: Vec::new(),
+            cap: 0,
+            minoff: vec![0; n],
+            offset: vec![0; n],
+            placed: vec![false; n],
+            floor: vec![0; nsec],
+            total: Vec::new(),
+            cuts: Vec::new(),
+            pool: Vec::new(),
+            trail: Vec::new(),
+            cands: Vec::new(),
+            stamp: vec![0; nsec],
+            tick: 0,
+            affected: Vec::new(),
+            hatless: false,
+            limit: 0,
+            check_at: 0,
+            nodes: 0,
+        }
+    }
+
+    /// Number of rankings [`Decide::run`] takes.
+    pub(crate) fn rankings(&self) -> usize {
+        KEYS.len()
+    }
+
+    /// Ranks the buffers `pool[from..to]` under ranking `self.h` (the
+    /// fullest section a buffer crosses counts the bytes still unplaced).
+    fn rank_part(&mut self, from: usize, to: usize) {
+        self.keyed.clear();
+        for &j in &self.pool[from..to] {
+            let ju = j as usize;
+            let (lo, hi) = self.span[ju];
+            let fullest = self.total[lo as usize..hi as usize]
+                .iter()
+                .copied()
+                .max()
+                .unwrap_or(0);
+            let b = self.bufs[ju];
+            let facts = Facts {
+                width: (b.upper - b.lower) as u128,
+                area: b.size as u128 * (b.upper - b.lower) as u128,
+                fullest: fullest as u128,
+            };
+            self.keyed.push((KEYS[self.h](&facts), j));
+        }
+        self.keyed
+            .sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        for (r, &(_, j)) in self.keyed.iter().enumerate() {
+            self.rank[j as usize] = r as u32;
+        }
+    }
+
+    /// Looks for a placement of height at most `cap` under ranking `h`,
+    /// expanding at most `budget.max_nodes` nodes in all (counted over
+    /// runs). `Found` gives the offsets.
+    pub(crate) fn run(
+        &mut self,
+        cap: usize,
+        h: usize,
+        budget: &Budget<'_>,
+    ) -> (Outcome, Option<Vec<usize>>) {
+        let n = self.bufs.len();
+        self.cap = cap;
+        self.h = h % KEYS.len();
+        self.minoff.iter_mut().for_each(|m| *m = 0);
+        self.placed.iter_mut().for_each(|p| *p = false);
+        self.floor.iter_mut().for_each(|f| *f = 0);
+        self.total.clone_from(&self.total0);
+        self.cuts.clone_from(&self.cuts0);
+        self.pool.clear();
+        self.pool.extend(0..n as u32);
+        self.trail.clear();
+        self.cands.clear();
+        self.limit = budget.max_nodes;
+        self.check_at = self.nodes;
+        let stop = budget.stop;
+        let status = self.split((0, self.floor.len() as u32), (0, n), stop);
+        match status {
+            Status::Found => (Outcome::Found, Some(self.offset.clone())),
+            Status::NotFound => (Outcome::Exhausted, None),
+            Status::Abort => (Outcome::OutOfBudget, None),
+        }
+    }
+
+    /// Searches the parts of `range` that no unplaced buffer connects, one
+    /// after the other; `set` delimits the pool list of `range`'s buffers.
+    fn split(
+        &mut self,
+        range: (u32, u32),
+        set: (usize, usize),
+        stop: Option<&dyn Fn() -> bool>,
+    ) -> Status {
+        let base = self.pool.len();
+        for k in set.0..set.1 {
+            let j = self.pool[k];
+            if !self.placed[j as usize] {
+                self.pool.push(j);
+            }
+        }
+        let span = &self.span;
+        self.pool[base..].sort_unstable_by_key(|&j| span[j as usize].0);
+        let (mut start, mut at) = (range.0, base);
+        let mut status = Status::Found;
+        for k in range.0..range.1 {
+            if k + 1 < range.1 && self.cuts[k as usize] != 0 {
+                continue;
+            }
+            let end = k + 1;
+            let from = at;
+            while at < self.pool.len() && self.span[self.pool[at] as usize].0 < end {
+                at += 1;
+            }
+            if at > from {
+                let keep = self.saved.len();
+                for k in from..at {
+                    self.saved.push(self.rank[self.pool[k] as usize]);
+                }
+                self.rank_part(from, at);
+                status = self.search((start, end), (from, at), (0, 0), stop);
+                for k in from..at {
+                    self.rank[self.pool[k] as usize] = self.saved[keep + k - from];
+                }
+                self.saved.truncate(keep);
+                if status != Status::Found {
+                    break;
+                }
+            }
+            start = end;
+        }
+        self.pool.truncate(base);
+        status
+    }
+
+    fn undo_to(&mut self, mark: usize) {
+        while self.trail.len() > mark {
+            match self.trail.pop() {
+                Some(Undo::Place(i)) => {
+                    let i = i as usize;
+                    self.placed[i] = false;
+                    let size = self.bufs[i].size;
+                    let (lo, hi) = self.span[i];
+                    for s in lo..hi {
+                        self.total[s as usize] += size;
+                    }
+                    for k in lo..hi.saturating_sub(1) {
+                        self.cuts[k as usize] += 1;
+                    }
+                }
+                Some(Undo::MinOff(i, v)) => self.minoff[i as usize] = v,
+                Some(Undo::Floor(s, v)) => self.floor[s as usize] = v,
+                None => break,
+            }
+        }
+    }
+
+    /// Places buffer `i` at `x` and propagates; false when some buffer or
+    /// section no longer fits under the capacity.
+    fn place(&mut self, i: usize, x: usize) -> bool {
+        let size = self.bufs[i].size;
+        let top = x + size;
+        if top > self.cap {
+            return false;
+        }
+        self.placed[i] = true;
+        self.offset[i] = x;
+        self.trail.push(Undo::Place(i as u32));
+        let (lo, hi) = self.span[i];
+        for s in lo..hi {
+            let s = s as usize;
+            self.trail.push(Undo::Floor(s as u32, self.floor[s]));
+            self.floor[s] = top;
+            self.total[s] -= size;
+        }
+        for k in lo..hi.saturating_sub(1) {
+            self.cuts[k as usize] -= 1;
+        }
+        self.tick += 1;
+        self.affected.clear();
+        self.hatless = true;
+        for &j in &self.adj[i] {
+            let j = j as usize;
+            if self.placed[j] {
+                continue;
+            }
+            self.hatless = false;
+            if self.minoff[j] >= top {
+                continue;
+            }
+            self.trail.push(Undo::MinOff(j as u32, self.minoff[j]));
+            self.minoff[j] = top;
+            if top + self.bufs[j].size > self.cap {
+                return false;
+            }
+            let (a, b) = self.span[j];
+            for s in a..b {
+                // The new floor is at most `top`: only lower floors can rise.
+                if self.floor[s as usize] < top && self.stamp[s as usize] != self.tick {
+                    self.stamp[s as usize] = self.tick;
+                    self.affected.push(s);
+                }
+            }
+        }
+        // A section's floor is at least its unplaced buffers' lowest minimum offset.
+        for k in 0..self.affected.len() {
+            let s = self.affected[k] as usize;
+            let floor = self.floor[s];
+            let mut low = usize::MAX;
+            for &j in &self.members[s] {
+                let j = j as usize;
+                if !self.placed[j] {
+                    low = low.min(self.minoff[j]);
+                    if low <= floor {
+                        break;
+                    }
+                }
+            }
+            {
+                if low != usize::MAX && low > floor {
+                    self.trail.push(Undo::Floor(s as u32, self.floor[s]));
+                    self.floor[s] = low;
+                    if low + self.total[s] > self.cap {
+                        return false;
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    /// The most unplaced bytes in one section of `range`. Every floor
+    /// plus its bytes is within the capacity at a node (each raise is
+    /// checked where it happens), and all later offsets are at least the
+    /// one being placed, `x`: so `x` plus this is the one bound left to
+    /// check (a placed buffer's sections get `x + size` as floor and lose
+    /// `size` bytes, which leaves the sum at `x` plus their old bytes).
+    fn fullest(&self, (a, b): (u32, u32)) -> usize {
+        self.total[a as usize..b as usize]
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Searches canonical placements of the unplaced buffers in `range`
+    /// that come after `last` = (offset, rank).
+    fn search(
+        &mut self,
+        range: (u32, u32),
+        set: (usize, usize),
+        last: (usize, u32),
+        stop: Option<&dyn Fn() -> bool>,
+    ) -> Status {
+        if self.nodes >= self.limit {
+            return Status::Abort;
+        }
+        self.nodes += 1;
+        if self.nodes >= self.check_at {
+            self.check_at = self.nodes + 4096;
+            if stop.is_some_and(|f| f()) {
+                self.limit = 0;
+                return Status::Abort;
+            }
+        }
+        let mut min_top = usize::MAX;
+        for &j in &self.pool[set.0..set.1] {
+            let j = j as usize;
+            if !self.placed[j] {
+                min_top = min_top.min(self.minoff[j] + self.bufs[j].size);
+            }
+        }
+        if min_top == usize::MAX {
+            return Status::Found;
+        }
+        let base = self.cands.len();
+        for &j in &self.pool[set.0..set.1] {
+            let ju = j as usize;
+            let m = self.minoff[ju];
+            if !self.placed[ju] && m < min_top && (m, self.rank[ju]) >= last {
+                self.cands.push((m, self.rank[ju], j));
+            }
+        }
+        self.cands[base..].sort_unstable();
+        // Section inference with a monotone floor: no later offset fits
+        // above `cap - fullest`.
+        let room = self.cap - self.fullest(range).min(self.cap);
+        let mut k = base;
+        let mut status = Status::NotFound;
+        while k < self.cands.len() {
+            let (x, r, j) = self.cands[k];
+            k += 1;
+            if x > room {
+                break;
+            }
+            let mark = self.trail.len();
+            let mut hatless = false;
+            if self.place(j as usize, x) {
+                hatless = self.hatless;
+                status = self.descend(j as usize, range, set, (x, r), stop);
+            }
+            self.undo_to(mark);
+            // A buffer under no unplaced one constrains nothing above it:
+            // if the rest fails with it in place, it fails anyway.
+            if status != Status::NotFound || hatless {
+                break;
+            }
+        }
+        self.cands.truncate(base);
+        status
+    }
+
+    /// Goes on after placing `i`: in the same range, or in each part of it
+    /// when `i` was the last buffer joining them.
+    fn descend(
+        &mut self,
+        i: usize,
+        range: (u32, u32),
+        set: (usize, usize),
+        last: (usize, u32),
+        stop: Option<&dyn Fn() -> bool>,
+    ) -> Status {
+        let (lo, hi) = self.span[i];
+        let cut = (lo..hi.saturating_sub(1)).any(|k| self.cuts[k as usize] == 0);
+        if cut {
+            self.split(range, set, stop)
+        } else {
+            self.search(range, set, last, stop)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::planner::greedy::conflicts;
+    use crate::planner::interval::Placement;
+    use crate::planner::validate::validate_placement;
+
+    fn decide(bufs: &[Buffer], cap: usize) -> Outcome {
+        let adj = conflicts(bufs);
+        let mut d = Decide::new(bufs, &adj);
+        let (out, offs) = d.run(cap, 0, &Budget::nodes(1_000_000));
+        if let Some(offs) = offs {
+            let p = Placement::from_offsets(bufs, offs).unwrap();
+            assert!(p.height <= cap);
+            assert_eq!(validate_placement(bufs, &p, 1), Ok(()));
+        }
+        out
+    }
+
+    #[test]
+    fn agrees_with_the_exact_search() {
+        // Small seeded instances: the decision flips exactly at the optimum.
+        let mut seed = 0x1234_5678_9abc_def1u64;
+        let mut rand = move |m: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % m as u64) as usize
+        };
+        let cases = if cfg!(miri) { 2 } else { 40 };
+        for _ in 0..cases {
+            let bufs: Vec<Buffer> = (0..2 + rand(8))
+                .map(|_| {
+                    let lo = rand(10);
+                    Buffer::new(lo, lo + 1 + rand(5), 1 + rand(6))
+                })
+                .collect();
+            let sol = crate::planner::pack::solve(
+                &bufs,
+                &crate::planner::pack::SolveOptions::default(),
+                &Budget::nodes(u64::MAX),
+            )
+            .unwrap();
+            assert!(sol.optimal);
+            let h = sol.placement.height;
+            assert_eq!(decide(&bufs, h), Outcome::Found, "{bufs:?}");
+            assert_eq!(decide(&bufs, h - 1), Outcome::Exhausted, "{bufs:?}");
+        }
+    }
+
+    #[test]
+    fn independent_parts_are_solved_separately() {
+        let bufs: Vec<Buffer> = (0..6)
+            .map(|i| Buffer::new(2 * (i / 2), 2 * (i / 2) + 2, 1 + i % 2))
+            .collect();
+        assert_eq!(decide(&bufs, 3), Outcome::Found);
+        assert_eq!(decide(&bufs, 2), Outcome::Exhausted);
+    }
+
+    #[test]
+    #[ignore]
+    fn probe_minimalloc() {
+        let dir = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../shared/data/planner/minimalloc"
+        );
+        let only = std::env::var("PROBE").unwrap_or_default();
+        for name in ["A", "B", "C", "D", "E", "F", "G", "H", "I", "J", "K"] {
+            if !only.is_empty() && !only.contains(name) {
+                continue;
+            }
+            let text = std::fs::read_to_string(format!("{dir}/{name}.1048576.csv")).unwrap();
+            let bufs = crate::planner::parse_csv(&text).unwrap().buffers;
+            let bufs: Vec<Buffer> = bufs.into_iter().filter(|b| !b.is_trivial()).collect();
+            let t = std::time::Instant::now();
+            let adj = conflicts(&bufs);
+            let mut d = Decide::new(&bufs, &adj);
+            let cap = 1048576;
+            let mut limit = 2 * bufs.len() as u64;
+            let res = 'outer: loop {
+                for h in 0..d.rankings() {
+                    let (out, offs) = d.run(cap, h, &Budget::nodes(d.nodes + limit));
+                    if out != Outcome::OutOfBudget || t.elapsed().as_secs() > 20 {
+                        break 'outer (out, offs, h);
+                    }
+                }
+                limit *= 2;
+            };
+            if let Some(offs) = &res.1 {
+                let p = Placement::from_offsets(&bufs, offs.clone()).unwrap();
+                assert_eq!(validate_placement(&bufs, &p, 1), Ok(()));
+            }
+            println!(
+                "{name}: {:?} h={} nodes={} limit={} {:.1} ms",
+                res.0,
+                res.2,
+                d.nodes,
+                limit,
+                t.elapsed().as_secs_f64() * 1e3
+            );
+        }
+    }
+}
