@@ -64,6 +64,8 @@ pub(crate) struct Decide<'a> {
     /// at that point.
     h: usize,
     rank: Vec<u32>,
+    /// Perturbs the rankings when not 0 (xorshift state).
+    seed: u64,
     /// Ranks saved while a part is searched, and a scratch list of keys.
     saved: Vec<u32>,
     keyed: Vec<([u128; 3], u32)>,
@@ -80,9 +82,6 @@ pub(crate) struct Decide<'a> {
     trail: Vec<Undo>,
     /// Candidate lists of the open nodes, one after the other.
     cands: Vec<(usize, u32, u32)>,
-    stamp: Vec<u64>,
-    tick: u64,
-    affected: Vec<u32>,
     /// Whether the buffer last placed conflicts with no unplaced buffer.
     hatless: bool,
     limit: u64,
@@ -151,6 +150,7 @@ impl<'a> Decide<'a> {
             total0,
             h: 0,
             rank: vec![0; n],
+            seed: 0,
             saved: Vec::new(),
             keyed: Vec::new(),
             cap: 0,
@@ -163,9 +163,6 @@ impl<'a> Decide<'a> {
             pool: Vec::new(),
             trail: Vec::new(),
             cands: Vec::new(),
-            stamp: vec![0; nsec],
-            tick: 0,
-            affected: Vec::new(),
             hatless: false,
             limit: 0,
             check_at: 0,
@@ -200,23 +197,39 @@ impl<'a> Decide<'a> {
         }
         self.keyed
             .sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        if self.seed != 0 {
+            // A perturbed ranking: each buffer trades places with one up to
+            // eight later, with probability 1/4.
+            let m = self.keyed.len();
+            for i in 0..m {
+                self.seed ^= self.seed << 13;
+                self.seed ^= self.seed >> 7;
+                self.seed ^= self.seed << 17;
+                if self.seed % 4 == 0 {
+                    let j = (i + 1 + (self.seed >> 2) as usize % 8).min(m - 1);
+                    self.keyed.swap(i, j);
+                }
+            }
+        }
         for (r, &(_, j)) in self.keyed.iter().enumerate() {
             self.rank[j as usize] = r as u32;
         }
     }
 
     /// Looks for a placement of height at most `cap` under ranking `h`,
-    /// expanding at most `budget.max_nodes` nodes in all (counted over
-    /// runs). `Found` gives the offsets.
+    /// perturbed by `seed` unless it is 0, expanding at most
+    /// `budget.max_nodes` nodes in all (counted over runs). `Found` gives
+    /// the offsets.
     pub(crate) fn run(
         &mut self,
         cap: usize,
-        h: usize,
+        (h, seed): (usize, u64),
         budget: &Budget<'_>,
     ) -> (Outcome, Option<Vec<usize>>) {
         let n = self.bufs.len();
         self.cap = cap;
         self.h = h % KEYS.len();
+        self.seed = seed;
         self.minoff.iter_mut().for_each(|m| *m = 0);
         self.placed.iter_mut().for_each(|p| *p = false);
         self.floor.iter_mut().for_each(|f| *f = 0);
@@ -329,9 +342,10 @@ impl<'a> Decide<'a> {
         for k in lo..hi.saturating_sub(1) {
             self.cuts[k as usize] -= 1;
         }
-        self.tick += 1;
-        self.affected.clear();
         self.hatless = true;
+        // Sections whose floor may rise lie in the raised buffers' spans,
+        // which all meet `i`'s: one range.
+        let (mut from, mut to) = (u32::MAX, 0);
         for &j in &self.adj[i] {
             let j = j as usize;
             if self.placed[j] {
@@ -346,19 +360,16 @@ impl<'a> Decide<'a> {
             if top + self.bufs[j].size > self.cap {
                 return false;
             }
-            let (a, b) = self.span[j];
-            for s in a..b {
-                // The new floor is at most `top`: only lower floors can rise.
-                if self.floor[s as usize] < top && self.stamp[s as usize] != self.tick {
-                    self.stamp[s as usize] = self.tick;
-                    self.affected.push(s);
-                }
-            }
+            from = from.min(self.span[j].0);
+            to = to.max(self.span[j].1);
         }
-        // A section's floor is at least its unplaced buffers' lowest minimum offset.
-        for k in 0..self.affected.len() {
-            let s = self.affected[k] as usize;
+        // A section's floor is at least its unplaced buffers' lowest minimum
+        // offset, which is at most `top`: only lower floors can rise.
+        for s in from as usize..to as usize {
             let floor = self.floor[s];
+            if floor >= top {
+                continue;
+            }
             let mut low = usize::MAX;
             for &j in &self.members[s] {
                 let j = j as usize;
@@ -437,7 +448,10 @@ impl<'a> Decide<'a> {
         self.cands[base..].sort_unstable();
         // Section inference with a monotone floor: no later offset fits
         // above `cap - fullest`.
-        let room = self.cap - self.fullest(range).min(self.cap);
+        let Some(room) = self.cap.checked_sub(self.fullest(range)) else {
+            self.cands.truncate(base);
+            return Status::NotFound;
+        };
         let mut k = base;
         let mut status = Status::NotFound;
         while k < self.cands.len() {
@@ -493,7 +507,7 @@ mod tests {
     fn decide(bufs: &[Buffer], cap: usize) -> Outcome {
         let adj = conflicts(bufs);
         let mut d = Decide::new(bufs, &adj);
-        let (out, offs) = d.run(cap, 0, &Budget::nodes(1_000_000));
+        let (out, offs) = d.run(cap, (0, 0), &Budget::nodes(1_000_000));
         if let Some(offs) = offs {
             let p = Placement::from_offsets(bufs, offs).unwrap();
             assert!(p.height <= cap);
@@ -560,12 +574,15 @@ mod tests {
             let t = std::time::Instant::now();
             let adj = conflicts(&bufs);
             let mut d = Decide::new(&bufs, &adj);
-            let cap = 1048576;
+            let cap: usize = std::env::var("CAP")
+                .ok()
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(1048576);
             let mut limit = 2 * bufs.len() as u64;
             let res = 'outer: loop {
                 for h in 0..d.rankings() {
-                    let (out, offs) = d.run(cap, h, &Budget::nodes(d.nodes + limit));
-                    if out != Outcome::OutOfBudget || t.elapsed().as_secs() > 20 {
+                    let (out, offs) = d.run(cap, (h, 0), &Budget::nodes(d.nodes + limit));
+                    if out != Outcome::OutOfBudget || t.elapsed().as_secs() > 5 {
                         break 'outer (out, offs, h);
                     }
                 }

@@ -49,6 +49,7 @@ mod json;
 mod liveness;
 mod pack;
 mod plan;
+mod rounds;
 mod search;
 mod skyline;
 mod validate;

@@ -8,6 +8,7 @@
 
 use super::greedy::{conflicts, place_in_order};
 use super::interval::{check_buffers, lower_bound, sections, Buffer, IntervalError, Placement};
+use super::rounds::decide_rounds;
 use super::search::{Budget, Outcome, Search};
 use super::skyline::skyline;
 
@@ -319,7 +320,21 @@ pub fn solve(
     // Two thirds of the budget go to the exact search, the rest to a local
     // search over skyline orders when the search could not prove a height.
     let search_nodes = options.max_nodes - options.max_nodes / 3;
+    let mut proven = lb;
     if !optimal && search_nodes > 0 && searchable {
+        // The decision search first: restarts over rankings, at the lowest
+        // height not ruled out and halfway to the best found.
+        nodes += decide_rounds(
+            &bufs,
+            &adj,
+            &mut best,
+            &mut proven,
+            search_nodes - search_nodes / 4,
+            budget,
+        );
+        optimal = best.height <= proven;
+    }
+    if !optimal && search_nodes > nodes && searchable && !budget.stop.is_some_and(|f| f()) {
         let orders = search_orders(&bufs, &span, nsec);
         let mut searches: Vec<Search<'_>> = orders
             .iter()
@@ -331,8 +346,7 @@ pub fn solve(
         // placement at the lowest height not yet ruled out, one for a
         // placement halfway between the best found and a guess of how low
         // one can go (raised when a probe gives up).
-        let mut proven = lb;
-        let mut guess = lb;
+        let mut guess = proven;
         // Phase 0: the first three orderings probe the bound for a while
         // (their tree is kept and continued in phase 2).
         for s in searches.iter_mut().take(3) {
