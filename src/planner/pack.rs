@@ -329,7 +329,7 @@ pub fn solve(
             &adj,
             &mut best,
             &mut proven,
-            search_nodes - search_nodes / 4,
+            search_nodes - search_nodes / 8,
             budget,
         );
         optimal = best.height <= proven;
