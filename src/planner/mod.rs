@@ -10,7 +10,7 @@
 //! Graph + ViewMap + size oracle
 //!   -> compute_liveness      live interval per buffer owner (views folded in)
 //!   -> in-place hints        an output may take over a dying input's slot
-//!   -> solve                 offsets: constructive passes, then branch and bound
+//!   -> solve                 offsets: constructive passes, then exact searches
 //!   -> validate              every returned plan is checked (debug builds)
 //! ```
 //!

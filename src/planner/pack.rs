@@ -1,10 +1,12 @@
-//! Offset packing: constructive passes, then branch and bound.
+//! Offset packing: constructive passes, then exact searches.
 //!
 //! [`solve`] first runs several fast constructive passes (best-fit into the
 //! gaps left by conflicting buffers, under a few orderings) and keeps the
-//! lowest. If that is above the lower bound it searches canonical placements
-//! ([`search`](super::search)) under the budget: first for a placement at the
-//! lower bound, then, if that fails, improving on the best placement found.
+//! lowest. If that is above the lower bound it searches under the budget:
+//! first the decision search at fixed heights ([`decide`](super::decide),
+//! restarted by [`rounds`](super::rounds)), at the lower bound and below the
+//! best found; then the older branch and bound ([`search`](super::search))
+//! with what is left; then a local search over skyline orders.
 
 use super::greedy::{conflicts, place_in_order};
 use super::interval::{check_buffers, lower_bound, sections, Buffer, IntervalError, Placement};
