@@ -605,8 +605,9 @@ fn minimalloc_challenging_instances_fit_their_capacity() {
         assert_eq!(validate_placement(&bufs, &sol.placement, 1), Ok(()));
         let h = sol.placement.height;
         eprintln!(
-            "{name}: height {h}, {:.4} x LB, {ms:.0} ms",
-            h as f64 / sol.lower_bound as f64
+            "{name}: height {h}, {:.4} x LB, {} nodes, {ms:.0} ms",
+            h as f64 / sol.lower_bound as f64,
+            sol.nodes
         );
         assert!(h <= 1048576, "{name}: {h}");
         if sol.lower_bound == 1048576 {
