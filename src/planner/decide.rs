@@ -13,17 +13,22 @@
 //!   top any unplaced buffer could reach is skipped: placing it would leave
 //!   a gap below it that the other buffer could drop into;
 //! * *section inference*: time is cut into sections (the buffers live just
-//!   before some buffer dies: the maximal overlapping sets). Each section
-//!   keeps a floor (the top of its last placed buffer, raised to the lowest
-//!   minimum offset of its unplaced buffers) and its unplaced bytes; a node
-//!   where some section's `max(floor, offset) + bytes` exceeds `cap` is cut;
+//!   before some buffer dies: the maximal overlapping sets, so a section's
+//!   buffers all conflict). A section's floor is the lowest minimum offset
+//!   of its unplaced buffers (all sit above its placed ones); a node where
+//!   some section's `max(floor, offset) + unplaced bytes` exceeds `cap` is
+//!   cut (later offsets never go below the current one);
+//! * *hatless*: a buffer conflicting with no unplaced buffer constrains
+//!   nothing; if the rest fails with it placed, its siblings are not tried;
 //! * *decomposition*: when no unplaced buffer crosses the boundary between
 //!   two sections, the two sides are independent: each is searched on its
 //!   own, and a failure on one side fails the node without trying the other
 //!   side's alternatives.
 //!
-//! Floors, minimum offsets and the crossing counts are updated in place and
-//! undone on backtrack from a trail; a node scans the unplaced buffers once
+//! Minimum offsets, bytes per section and the crossing counts are updated
+//! in place and undone on backtrack from a trail. Floors are not stored: a
+//! raise can only break a section with less than the new top to spare, and
+//! one scan of its buffers decides. A node scans its part's buffers once
 //! and sorts only the few candidates below the dominance limit.
 //!
 //! [`Decide::run`] answers for one capacity under one ranking with a node
@@ -44,7 +49,6 @@ enum Status {
 enum Undo {
     Place(u32),
     MinOff(u32, usize),
-    Floor(u32, usize),
 }
 
 /// The decision search over the non-trivial buffers of a problem.
@@ -73,7 +77,6 @@ pub(crate) struct Decide<'a> {
     minoff: Vec<usize>,
     offset: Vec<usize>,
     placed: Vec<bool>,
-    floor: Vec<usize>,
     total: Vec<usize>,
     cuts: Vec<u32>,
     /// The buffers of each open part, one list after the other (a part's
@@ -157,7 +160,6 @@ impl<'a> Decide<'a> {
             minoff: vec![0; n],
             offset: vec![0; n],
             placed: vec![false; n],
-            floor: vec![0; nsec],
             total: Vec::new(),
             cuts: Vec::new(),
             pool: Vec::new(),
@@ -232,7 +234,6 @@ impl<'a> Decide<'a> {
         self.seed = seed;
         self.minoff.iter_mut().for_each(|m| *m = 0);
         self.placed.iter_mut().for_each(|p| *p = false);
-        self.floor.iter_mut().for_each(|f| *f = 0);
         self.total.clone_from(&self.total0);
         self.cuts.clone_from(&self.cuts0);
         self.pool.clear();
@@ -242,7 +243,7 @@ impl<'a> Decide<'a> {
         self.limit = budget.max_nodes;
         self.check_at = self.nodes;
         let stop = budget.stop;
-        let status = self.split((0, self.floor.len() as u32), (0, n), stop);
+        let status = self.split((0, self.total.len() as u32), (0, n), stop);
         match status {
             Status::Found => (Outcome::Found, Some(self.offset.clone())),
             Status::NotFound => (Outcome::Exhausted, None),
@@ -315,7 +316,6 @@ impl<'a> Decide<'a> {
                     }
                 }
                 Some(Undo::MinOff(i, v)) => self.minoff[i as usize] = v,
-                Some(Undo::Floor(s, v)) => self.floor[s as usize] = v,
                 None => break,
             }
         }
@@ -335,8 +335,6 @@ impl<'a> Decide<'a> {
         let (lo, hi) = self.span[i];
         for s in lo..hi {
             let s = s as usize;
-            self.trail.push(Undo::Floor(s as u32, self.floor[s]));
-            self.floor[s] = top;
             self.total[s] -= size;
         }
         for k in lo..hi.saturating_sub(1) {
@@ -363,31 +361,21 @@ impl<'a> Decide<'a> {
             from = from.min(self.span[j].0);
             to = to.max(self.span[j].1);
         }
-        // A section's floor is at least its unplaced buffers' lowest minimum
-        // offset, which is at most `top`: only lower floors can rise.
+        // A section's floor is its unplaced buffers' lowest minimum offset
+        // (each sits on the section's placed ones); floor plus bytes must
+        // fit. Only a section holding a raised buffer (now at `top`) can
+        // have changed, and only one with less than `top` to spare can fail.
         for s in from as usize..to as usize {
-            let floor = self.floor[s];
-            if floor >= top {
+            let t = self.total[s];
+            if t == 0 || top + t <= self.cap {
                 continue;
             }
-            let mut low = usize::MAX;
-            for &j in &self.members[s] {
-                let j = j as usize;
-                if !self.placed[j] {
-                    low = low.min(self.minoff[j]);
-                    if low <= floor {
-                        break;
-                    }
-                }
-            }
-            {
-                if low != usize::MAX && low > floor {
-                    self.trail.push(Undo::Floor(s as u32, self.floor[s]));
-                    self.floor[s] = low;
-                    if low + self.total[s] > self.cap {
-                        return false;
-                    }
-                }
+            let spare = self.cap - t;
+            let fits = self.members[s]
+                .iter()
+                .any(|&j| !self.placed[j as usize] && self.minoff[j as usize] <= spare);
+            if !fits {
+                return false;
             }
         }
         true
@@ -397,8 +385,8 @@ impl<'a> Decide<'a> {
     /// plus its bytes is within the capacity at a node (each raise is
     /// checked where it happens), and all later offsets are at least the
     /// one being placed, `x`: so `x` plus this is the one bound left to
-    /// check (a placed buffer's sections get `x + size` as floor and lose
-    /// `size` bytes, which leaves the sum at `x` plus their old bytes).
+    /// check (a placed buffer's sections rise to at least `x + size` and
+    /// lose `size` bytes, which leaves the sum at `x` plus their old bytes).
     fn fullest(&self, (a, b): (u32, u32)) -> usize {
         self.total[a as usize..b as usize]
             .iter()
