@@ -39,13 +39,17 @@ pub(crate) fn decide_rounds(
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
     'rounds: loop {
         for h in 0..d.rankings() {
-            // The bound probe, then improving probes a half, a quarter and
-            // an eighth of the way down.
+            // The bound probe, then improving probes an eighth, a quarter
+            // and a half of the way down, while the best is more than 1/64
+            // above the bound (closer, they are as hard as the bound).
             for step in 0..4 {
                 if best.height <= *proven || d.nodes >= nodes {
                     break 'rounds;
                 }
                 let gap = best.height - 1 - *proven;
+                if step > 0 && gap < *proven / 64 {
+                    break;
+                }
                 let (cap, slice, key) = if step == 0 {
                     (*proven, limit, (h, 0))
                 } else if step == 1 {
