@@ -10,11 +10,14 @@
 //!   of the [`Decide`] rankings in turn, with a node limit that starts at
 //!   twice the number of buffers and doubles every round. One that exhausts
 //!   its tree proves the height impossible and raises `proven`;
-//! * *improving* probes look for a placement below the best found, a half,
-//!   a quarter or an eighth of the way down to `proven`, each under a
-//!   freshly perturbed ranking (seeded, so runs repeat) and half the bound
-//!   probes' limit: when the bound is out of reach, many short tries at
-//!   varied heights find lower placements where deepening one fails.
+//! * *improving* probes look for a placement below the best found, an
+//!   eighth, a quarter and a half of the way down to `proven` (the first
+//!   under the plain ranking, the others under freshly perturbed ones,
+//!   seeded so runs repeat), with half the bound probes' limit, an eighth
+//!   after a round in which none found anything, and none once the best is
+//!   within 1/64 of `proven`: when the bound is out of reach, many short
+//!   tries at varied heights find lower placements where deepening one
+//!   fails.
 //!
 //! The rounds end when the best meets `proven` (it is then optimal) or the
 //! node allowance is spent.
@@ -37,7 +40,12 @@ pub(crate) fn decide_rounds(
     let mut d = Decide::new(bufs, adj);
     let mut limit = 2 * bufs.len().max(1) as u64;
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    // Improving probes get half the bound probes' slice while they find
+    // something, an eighth after a round in which none did.
+    let mut fruitful = true;
     'rounds: loop {
+        let share = if fruitful { limit / 2 } else { limit / 8 };
+        fruitful = false;
         for h in 0..d.rankings() {
             // The bound probe, then improving probes an eighth, a quarter
             // and a half of the way down, while the best is more than 1/64
@@ -53,14 +61,10 @@ pub(crate) fn decide_rounds(
                 let (cap, slice, key) = if step == 0 {
                     (*proven, limit, (h, 0))
                 } else if step == 1 {
-                    (best.height - 1 - gap / 8, limit / 2, (h, 0))
+                    (best.height - 1 - gap / 8, share, (h, 0))
                 } else {
                     seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
-                    (
-                        best.height - 1 - gap / (16 >> step),
-                        limit / 2,
-                        (h, seed | 1),
-                    )
+                    (best.height - 1 - gap / (16 >> step), share, (h, seed | 1))
                 };
                 let run = Budget {
                     max_nodes: d.nodes + slice.min(nodes - d.nodes),
@@ -75,6 +79,7 @@ pub(crate) fn decide_rounds(
                             .max()
                             .unwrap_or(0);
                         *best = Placement { offsets, height };
+                        fruitful |= step > 0;
                     }
                     (Outcome::Exhausted, _) => *proven = (*proven).max(cap + 1),
                     _ => {
