@@ -324,8 +324,9 @@ pub fn solve(
     let search_nodes = options.max_nodes - options.max_nodes / 3;
     let mut proven = lb;
     if !optimal && search_nodes > 0 && searchable {
-        // The decision search first: restarts over rankings, at the lowest
-        // height not ruled out and halfway to the best found.
+        // The decision search first (7/8 of the search budget): restarts
+        // over rankings, at the lowest height not ruled out and below the
+        // best found. The branch and bound gets what it leaves.
         nodes += decide_rounds(
             &bufs,
             &adj,
@@ -466,8 +467,8 @@ pub fn solve(
     }
     if !optimal && searchable && !budget.stop.is_some_and(|f| f()) {
         let work = options.max_nodes.saturating_sub(nodes);
-        nodes += improve_order(&bufs, &span, nsec, &orders, &mut best, lb, work, budget);
-        optimal = best.height <= lb;
+        nodes += improve_order(&bufs, &span, nsec, &orders, &mut best, proven, work, budget);
+        optimal = best.height <= proven;
     }
     let mut offsets = vec![0usize; buffers.len()];
     for (k, &i) in keep.iter().enumerate() {
