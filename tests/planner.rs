@@ -3,6 +3,8 @@
 //!
 //! Heavy runs: `planner_s1_large_trace` is `#[ignore]`d (28526 buffers, slow
 //! in debug builds); run it with `cargo test --release --test planner -- --ignored`.
+//! `minimalloc_challenging_instances_fit_their_capacity` runs in release
+//! builds only (a few seconds there; ignored in debug builds).
 
 use std::path::PathBuf;
 
@@ -583,6 +585,34 @@ fn minimalloc_challenging_instances() {
         assert_eq!(validate_placement(&bufs, &sol.placement, 1), Ok(()));
         assert_eq!(sol.placement.height, sol.lower_bound, "{name}");
         assert!(sol.optimal);
+    }
+}
+
+#[test]
+#[cfg_attr(
+    any(miri, debug_assertions),
+    ignore = "a few seconds in release builds, minutes in debug ones"
+)]
+fn minimalloc_challenging_instances_fit_their_capacity() {
+    // Issue 6's target: every one of A-K at height <= 1048576 (the capacity
+    // MiniMalloc solves them at) with 1 000 000 nodes, the `plan` command's
+    // budget for one second. The ones whose bound is 1048576 are proven optimal.
+    for name in ["A", "B", "C", "D", "E", "F", "G", "H", "I", "J", "K"] {
+        let bufs = load(&data_dir_local().join(format!("minimalloc/{name}.1048576.csv")));
+        let start = std::time::Instant::now();
+        let sol = solve_nodes(&bufs, 1_000_000);
+        let ms = start.elapsed().as_secs_f64() * 1e3;
+        assert_eq!(validate_placement(&bufs, &sol.placement, 1), Ok(()));
+        let h = sol.placement.height;
+        eprintln!(
+            "{name}: height {h}, {:.4} x LB, {} nodes, {ms:.0} ms",
+            h as f64 / sol.lower_bound as f64,
+            sol.nodes
+        );
+        assert!(h <= 1048576, "{name}: {h}");
+        if sol.lower_bound == 1048576 {
+            assert!(sol.optimal, "{name}");
+        }
     }
 }
 

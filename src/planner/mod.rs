@@ -10,7 +10,7 @@
 //! Graph + ViewMap + size oracle
 //!   -> compute_liveness      live interval per buffer owner (views folded in)
 //!   -> in-place hints        an output may take over a dying input's slot
-//!   -> solve                 offsets: constructive passes, then branch and bound
+//!   -> solve                 offsets: constructive passes, then exact searches
 //!   -> validate              every returned plan is checked (debug builds)
 //! ```
 //!
@@ -41,6 +41,7 @@
 
 mod cache;
 mod csv;
+mod decide;
 mod graph;
 mod greedy;
 mod interval;
@@ -48,6 +49,7 @@ mod json;
 mod liveness;
 mod pack;
 mod plan;
+mod rounds;
 mod search;
 mod skyline;
 mod validate;

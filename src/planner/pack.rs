@@ -1,13 +1,16 @@
-//! Offset packing: constructive passes, then branch and bound.
+//! Offset packing: constructive passes, then exact searches.
 //!
 //! [`solve`] first runs several fast constructive passes (best-fit into the
 //! gaps left by conflicting buffers, under a few orderings) and keeps the
-//! lowest. If that is above the lower bound it searches canonical placements
-//! ([`search`](super::search)) under the budget: first for a placement at the
-//! lower bound, then, if that fails, improving on the best placement found.
+//! lowest. If that is above the lower bound it searches under the budget:
+//! first the decision search at fixed heights ([`decide`](super::decide),
+//! restarted by [`rounds`](super::rounds)), at the lower bound and below the
+//! best found; then the older branch and bound ([`search`](super::search))
+//! with what is left; then a local search over skyline orders.
 
 use super::greedy::{conflicts, place_in_order};
 use super::interval::{check_buffers, lower_bound, sections, Buffer, IntervalError, Placement};
+use super::rounds::decide_rounds;
 use super::search::{Budget, Outcome, Search};
 use super::skyline::skyline;
 
@@ -319,7 +322,22 @@ pub fn solve(
     // Two thirds of the budget go to the exact search, the rest to a local
     // search over skyline orders when the search could not prove a height.
     let search_nodes = options.max_nodes - options.max_nodes / 3;
+    let mut proven = lb;
     if !optimal && search_nodes > 0 && searchable {
+        // The decision search first (7/8 of the search budget): restarts
+        // over rankings, at the lowest height not ruled out and below the
+        // best found. The branch and bound gets what it leaves.
+        nodes += decide_rounds(
+            &bufs,
+            &adj,
+            &mut best,
+            &mut proven,
+            search_nodes - search_nodes / 8,
+            budget,
+        );
+        optimal = best.height <= proven;
+    }
+    if !optimal && search_nodes > nodes && searchable && !budget.stop.is_some_and(|f| f()) {
         let orders = search_orders(&bufs, &span, nsec);
         let mut searches: Vec<Search<'_>> = orders
             .iter()
@@ -331,8 +349,7 @@ pub fn solve(
         // placement at the lowest height not yet ruled out, one for a
         // placement halfway between the best found and a guess of how low
         // one can go (raised when a probe gives up).
-        let mut proven = lb;
-        let mut guess = lb;
+        let mut guess = proven;
         // Phase 0: the first three orderings probe the bound for a while
         // (their tree is kept and continued in phase 2).
         for s in searches.iter_mut().take(3) {
@@ -450,8 +467,8 @@ pub fn solve(
     }
     if !optimal && searchable && !budget.stop.is_some_and(|f| f()) {
         let work = options.max_nodes.saturating_sub(nodes);
-        nodes += improve_order(&bufs, &span, nsec, &orders, &mut best, lb, work, budget);
-        optimal = best.height <= lb;
+        nodes += improve_order(&bufs, &span, nsec, &orders, &mut best, proven, work, budget);
+        optimal = best.height <= proven;
     }
     let mut offsets = vec![0usize; buffers.len()];
     for (k, &i) in keep.iter().enumerate() {
