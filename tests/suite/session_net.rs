@@ -3,7 +3,7 @@
 //! fault, heap allocation or payload copy; and the execution arena's peak is
 //! the graph's concurrent live set, computed here independently.
 
-use crate::support::measure;
+use crate::support::{assert_warm_runs_cost_nothing, measure};
 use warmarena::net::{bytes::as_bytes, nodes::*, Net, NetConfig};
 use warmarena::session::{RunContext, Session};
 use warmarena::size_class::{capacity, class_of};
@@ -110,32 +110,18 @@ fn ten_warm_runs_cost_nothing_and_peak_is_the_live_set() {
     // only allocation it ever makes).
     let mut ctx = RunContext::new(&s);
     drop(net.run(&mut ctx, &image).unwrap());
-    let (e0, i0) = (s.execution_arena().stats(), s.io_arena().stats());
-    assert_eq!(e0.peak_live_bytes, concurrent_live_set(&cfg));
-    s.execution_arena().reset_peak();
-    let ((), cost, source) = measure(|| ten_runs(&net, &mut ctx, &image));
-    let (e1, i1) = (s.execution_arena().stats(), s.io_arena().stats());
-    println!("10 warm runs of the example network: {cost:?} via {source:?}");
-    if crate::support::faults_trusted("example network warm runs") {
-        assert_eq!(cost.minor_faults, 0, "page faults");
-    }
-    assert_eq!(cost.heap_calls, 0, "heap allocations");
     assert_eq!(
-        e1.os.syscalls() + i1.os.syscalls(),
-        e0.os.syscalls() + i0.os.syscalls(),
-        "system calls"
+        s.execution_arena().stats().peak_live_bytes,
+        concurrent_live_set(&cfg)
     );
-    assert_eq!(e1.copies + i1.copies, 0, "payload copies");
+    let peak = assert_warm_runs_cost_nothing(&s, "10 warm runs of the example network", || {
+        ten_runs(&net, &mut ctx, &image)
+    });
     assert_eq!(
-        (e1.cold_allocations, i1.cold_allocations),
-        (e0.cold_allocations, i0.cold_allocations)
-    );
-    assert_eq!(
-        e1.peak_live_bytes,
+        peak,
         concurrent_live_set(&cfg),
         "peak = concurrent live set"
     );
-    assert_eq!(e1.live_bytes, 0);
 }
 
 #[test]

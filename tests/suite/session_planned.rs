@@ -4,7 +4,7 @@
 //! cost no system call, heap allocation or page fault; the execution
 //! arena's peak is the height's class capacity.
 
-use crate::support::measure;
+use crate::support::assert_warm_runs_cost_nothing;
 use warmarena::net::{bytes::as_bytes, nodes::*, Net, NetConfig};
 use warmarena::planner::validate;
 use warmarena::planner::ViewMap;
@@ -114,26 +114,12 @@ fn ten_warm_planned_runs_cost_nothing_and_peak_is_the_height() {
     let height = ctx.plan().unwrap().height;
     let block = capacity(class_of(height).unwrap());
     drop(net.run(&mut ctx, &image).unwrap());
-    let (e0, i0) = (s.execution_arena().stats(), s.io_arena().stats());
-    assert_eq!(e0.peak_live_bytes, block);
-    s.execution_arena().reset_peak();
-    let ((), cost, source) = measure(|| ten_runs(&net, &mut ctx, &image));
-    let (e1, i1) = (s.execution_arena().stats(), s.io_arena().stats());
-    println!("10 warm planned runs of the example network: {cost:?} via {source:?}");
-    assert_eq!(cost.minor_faults, 0, "page faults");
-    assert_eq!(cost.heap_calls, 0, "heap allocations");
-    assert_eq!(
-        e1.os.syscalls() + i1.os.syscalls(),
-        e0.os.syscalls() + i0.os.syscalls(),
-        "system calls"
-    );
-    assert_eq!(e1.copies + i1.copies, 0, "payload copies");
-    assert_eq!(
-        (e1.cold_allocations, i1.cold_allocations),
-        (e0.cold_allocations, i0.cold_allocations)
-    );
-    assert_eq!(e1.peak_live_bytes, block, "peak = the plan height's class");
-    assert_eq!(e1.live_bytes, 0);
+    assert_eq!(s.execution_arena().stats().peak_live_bytes, block);
+    let peak =
+        assert_warm_runs_cost_nothing(&s, "10 warm planned runs of the example network", || {
+            ten_runs(&net, &mut ctx, &image)
+        });
+    assert_eq!(peak, block, "peak = the plan height's class");
 }
 
 #[test]

@@ -94,3 +94,37 @@ pub fn faults_trusted(test: &str) -> bool {
     }
     true
 }
+
+/// Measures `runs` (warm runs through session `s`) and asserts the warm-run
+/// promise on both of its arenas: no page fault (where fault counts can be
+/// trusted), no heap allocation, no system call, no payload copy, no cold
+/// allocation, and nothing left live. Returns the execution arena's peak
+/// over the runs (its peak is reset first) for the caller to check.
+pub fn assert_warm_runs_cost_nothing(
+    s: &warmarena::session::Session,
+    what: &str,
+    runs: impl FnOnce(),
+) -> usize {
+    let (e0, i0) = (s.execution_arena().stats(), s.io_arena().stats());
+    s.execution_arena().reset_peak();
+    let ((), cost, source) = measure(runs);
+    let (e1, i1) = (s.execution_arena().stats(), s.io_arena().stats());
+    println!("{what}: {cost:?} via {source:?}");
+    if faults_trusted(what) {
+        assert_eq!(cost.minor_faults, 0, "{what}: page faults");
+    }
+    assert_eq!(cost.heap_calls, 0, "{what}: heap allocations");
+    assert_eq!(
+        e1.os.syscalls() + i1.os.syscalls(),
+        e0.os.syscalls() + i0.os.syscalls(),
+        "{what}: system calls"
+    );
+    assert_eq!(e1.copies + i1.copies, 0, "{what}: payload copies");
+    assert_eq!(
+        (e1.cold_allocations, i1.cold_allocations),
+        (e0.cold_allocations, i0.cold_allocations),
+        "{what}: cold allocations"
+    );
+    assert_eq!(e1.live_bytes, 0, "{what}: live bytes after the runs");
+    e1.peak_live_bytes
+}
