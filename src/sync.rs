@@ -146,6 +146,25 @@ impl<T> Drop for SpinGuard<'_, T> {
     }
 }
 
+/// Runs `f` under loom (the loom tests' one harness): every interleaving up
+/// to `LOOM_MAX_PREEMPTIONS` preemptions, or `default_bound` when that is
+/// unset, then prints how many interleavings were explored.
+#[cfg(all(test, loom))]
+pub(crate) fn loom_model(default_bound: usize, f: impl Fn() + Sync + Send + 'static) {
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    let mut b = loom::model::Builder::new();
+    if b.preemption_bound.is_none() {
+        b.preemption_bound = Some(default_bound);
+    }
+    let runs = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = std::sync::Arc::clone(&runs);
+    b.check(move || {
+        seen.fetch_add(1, Relaxed);
+        f()
+    });
+    eprintln!("loom: {} interleavings explored", runs.load(Relaxed));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

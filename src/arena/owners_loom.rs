@@ -134,21 +134,7 @@ fn owner(tag: usize) -> *mut () {
 }
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut b = loom::model::Builder::new();
-    if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(3);
-    }
-    let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let seen = std::sync::Arc::clone(&runs);
-    let f = move || {
-        seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        f()
-    };
-    b.check(f);
-    eprintln!(
-        "loom: {} interleavings explored",
-        runs.load(std::sync::atomic::Ordering::Relaxed)
-    );
+    crate::sync::loom_model(3, f)
 }
 
 #[test]

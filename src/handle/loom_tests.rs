@@ -24,17 +24,7 @@ fn io() -> IoArena {
 
 /// Runs `f` under loom and checks afterwards that no arena body is left.
 fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut b = loom::model::Builder::new();
-    if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(3);
-    }
-    let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let seen = std::sync::Arc::clone(&runs);
-    let f = move || {
-        seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        f()
-    };
-    b.check(move || {
+    crate::sync::loom_model(3, move || {
         let before = LIVE_BODIES.load(SeqCst);
         f();
         assert_eq!(
@@ -42,11 +32,7 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
             before,
             "arena body leaked or freed twice"
         );
-    });
-    eprintln!(
-        "loom: {} interleavings explored",
-        runs.load(std::sync::atomic::Ordering::Relaxed)
-    );
+    })
 }
 
 #[test]
