@@ -142,22 +142,25 @@ impl ExportedBuffer {
     }
 }
 
-/// A NumPy array over `buf`'s buffer (no copy) with `buf` as its base.
-pub(crate) fn array_over<'py>(
+/// A C-contiguous NumPy array of `dims` and NumPy type `typenum` over the
+/// memory at `data`, without a base and without owning it (NumPy never
+/// frees `data`).
+///
+/// # Safety
+/// Attached to the interpreter (`py`); `data` points to at least the
+/// array's bytes, aligned for the type, and outlives the returned array
+/// (or the caller gives the array a base that keeps it alive).
+pub(crate) unsafe fn carray_view<'py>(
     py: Python<'py>,
-    buf: Bound<'py, ExportedBuffer>,
+    typenum: c_int,
+    dims: &mut [npy_intp],
+    data: *mut c_void,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let b = buf.get();
-    let mut dims: Vec<npy_intp> = b.shape.iter().map(|&d| d as npy_intp).collect();
-    let data = b.lease.as_ptr() as *mut c_void;
-    // SAFETY: the NumPy C API is initialized by `PY_ARRAY_API` on first use
-    // and we are attached to the interpreter (`py`). `DescrFromType` returns
-    // a new reference that `NewFromDescr` steals. `data` points to at least
-    // `byte_len(shape, dtype)` bytes (checked by the caller), 64-byte
-    // aligned, and stays valid while `buf` lives — which `SetBaseObject`
-    // ties to the array's lifetime. NumPy copies `dims`.
+    // SAFETY: the NumPy C API is initialized by `PY_ARRAY_API` on first use;
+    // `DescrFromType` returns a new reference that `NewFromDescr` steals;
+    // NumPy copies `dims`; `data` is as the caller promises.
     unsafe {
-        let descr = PY_ARRAY_API.PyArray_DescrFromType(py, b.dtype.typenum);
+        let descr = PY_ARRAY_API.PyArray_DescrFromType(py, typenum);
         if descr.is_null() {
             return Err(PyErr::fetch(py));
         }
@@ -175,7 +178,24 @@ pub(crate) fn array_over<'py>(
         if arr.is_null() {
             return Err(PyErr::fetch(py));
         }
-        let arr = Bound::from_owned_ptr(py, arr);
+        Ok(Bound::from_owned_ptr(py, arr))
+    }
+}
+
+/// A NumPy array over `buf`'s buffer (no copy) with `buf` as its base.
+pub(crate) fn array_over<'py>(
+    py: Python<'py>,
+    buf: Bound<'py, ExportedBuffer>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let b = buf.get();
+    let mut dims: Vec<npy_intp> = b.shape.iter().map(|&d| d as npy_intp).collect();
+    let data = b.lease.as_ptr() as *mut c_void;
+    // SAFETY: attached to the interpreter (`py`). `data` points to at least
+    // `byte_len(shape, dtype)` bytes (checked by the caller), 64-byte
+    // aligned, and stays valid while `buf` lives — which `SetBaseObject`
+    // ties to the array's lifetime.
+    unsafe {
+        let arr = carray_view(py, b.dtype.typenum, &mut dims, data)?;
         // `SetBaseObject` steals the reference to the base, even on failure.
         if PY_ARRAY_API.PyArray_SetBaseObject(
             py,

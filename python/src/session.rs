@@ -14,9 +14,8 @@
 
 use crate::arenas::{ExecutionArena, IoArena, ALIGN};
 use crate::errors::{net_err, session_err, DtypeError, LayoutError, ShapeError};
-use crate::export::{array_over, Dtype, ExportedBuffer};
-use core::ffi::c_int;
-use numpy::npyffi::{self, npy_intp, NpyTypes, PY_ARRAY_API};
+use crate::export::{array_over, carray_view, Dtype, ExportedBuffer};
+use numpy::npyffi::{self, npy_intp, PY_ARRAY_API};
 use numpy::{
     PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods,
 };
@@ -137,25 +136,12 @@ fn copy_into_f32(src: &Bound<'_, PyUntypedArray>, dst: &mut [u8]) -> PyResult<()
     // OWNDATA flag (NumPy never frees `dst`) and is dropped before returning.
     // `CopyInto` handles strides, byte order and casting.
     unsafe {
-        let descr = PY_ARRAY_API.PyArray_DescrFromType(py, Dtype::f32(py).typenum);
-        if descr.is_null() {
-            return Err(PyErr::fetch(py));
-        }
-        let view = PY_ARRAY_API.PyArray_NewFromDescr(
+        let view = carray_view(
             py,
-            npyffi::get_type_object(py, NpyTypes::PyArray_Type),
-            descr,
-            dims.len() as c_int,
-            dims.as_mut_ptr(),
-            core::ptr::null_mut(),
+            Dtype::f32(py).typenum,
+            &mut dims,
             dst.as_mut_ptr().cast(),
-            npyffi::NPY_ARRAY_CARRAY,
-            core::ptr::null_mut(),
-        );
-        if view.is_null() {
-            return Err(PyErr::fetch(py));
-        }
-        let view = Bound::from_owned_ptr(py, view);
+        )?;
         if PY_ARRAY_API.PyArray_CopyInto(
             py,
             view.as_ptr() as *mut npyffi::PyArrayObject,
