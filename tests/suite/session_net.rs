@@ -3,7 +3,7 @@
 //! fault, heap allocation or payload copy; and the execution arena's peak is
 //! the graph's concurrent live set, computed here independently.
 
-use crate::support::{assert_warm_runs_cost_nothing, measure};
+use crate::support::{assert_warm_runs_cost_nothing, measure, ten_net_runs};
 use warmarena::net::{bytes::as_bytes, nodes::*, Net, NetConfig};
 use warmarena::session::{RunContext, Session};
 use warmarena::size_class::{capacity, class_of};
@@ -85,14 +85,6 @@ fn outputs_match_the_reference_bit_for_bit() {
     }
 }
 
-fn ten_runs<'i>(net: &Net, ctx: &mut RunContext<'_, 'i>, image: &'i [f32]) {
-    for _ in 0..10 {
-        ctx.clear();
-        let out = net.run(ctx, image).unwrap();
-        std::hint::black_box(&out);
-    }
-}
-
 #[test]
 fn ten_warm_runs_cost_nothing_and_peak_is_the_live_set() {
     let cfg = NetConfig::standard();
@@ -102,8 +94,8 @@ fn ten_warm_runs_cost_nothing_and_peak_is_the_live_set() {
         // Code warm-up on throwaway arenas (text pages fault on first use).
         let t = Session::new(&Net::graph(), ExecutionArena::new(), IoArena::new()).unwrap();
         let mut ctx = RunContext::new(&t);
-        ten_runs(&net, &mut ctx, &image);
-        ten_runs(&net, &mut ctx, &image);
+        ten_net_runs(&net, &mut ctx, &image, RunContext::clear);
+        ten_net_runs(&net, &mut ctx, &image, RunContext::clear);
     }
     let s = Session::new(&Net::graph(), ExecutionArena::new(), IoArena::new()).unwrap();
     // The context is made once, before the runs (its value table is the
@@ -115,7 +107,7 @@ fn ten_warm_runs_cost_nothing_and_peak_is_the_live_set() {
         concurrent_live_set(&cfg)
     );
     let peak = assert_warm_runs_cost_nothing(&s, "10 warm runs of the example network", || {
-        ten_runs(&net, &mut ctx, &image)
+        ten_net_runs(&net, &mut ctx, &image, RunContext::clear)
     });
     assert_eq!(
         peak,

@@ -4,7 +4,7 @@
 //! cost no system call, heap allocation or page fault; the execution
 //! arena's peak is the height's class capacity.
 
-use crate::support::assert_warm_runs_cost_nothing;
+use crate::support::{assert_warm_runs_cost_nothing, ten_net_runs};
 use warmarena::net::{bytes::as_bytes, nodes::*, Net, NetConfig};
 use warmarena::planner::validate;
 use warmarena::planner::ViewMap;
@@ -89,14 +89,6 @@ fn windows_of_values_live_together_never_overlap() {
     assert!(plan.height < plan.naive_bytes);
 }
 
-fn ten_runs<'i>(net: &Net, ctx: &mut PlannedContext<'_, 'i>, image: &'i [f32]) {
-    for _ in 0..10 {
-        ctx.clear();
-        let out = net.run(ctx, image).unwrap();
-        std::hint::black_box(&out);
-    }
-}
-
 #[test]
 fn ten_warm_planned_runs_cost_nothing_and_peak_is_the_height() {
     let cfg = NetConfig::standard();
@@ -106,8 +98,8 @@ fn ten_warm_planned_runs_cost_nothing_and_peak_is_the_height() {
         // Code warm-up on throwaway arenas (text pages fault on first use).
         let t = Session::new(&Net::graph(), ExecutionArena::new(), IoArena::new()).unwrap();
         let mut ctx = prepared(&t, cfg);
-        ten_runs(&net, &mut ctx, &image);
-        ten_runs(&net, &mut ctx, &image);
+        ten_net_runs(&net, &mut ctx, &image, PlannedContext::clear);
+        ten_net_runs(&net, &mut ctx, &image, PlannedContext::clear);
     }
     let s = Session::new(&Net::graph(), ExecutionArena::new(), IoArena::new()).unwrap();
     let mut ctx = prepared(&s, cfg);
@@ -117,7 +109,7 @@ fn ten_warm_planned_runs_cost_nothing_and_peak_is_the_height() {
     assert_eq!(s.execution_arena().stats().peak_live_bytes, block);
     let peak =
         assert_warm_runs_cost_nothing(&s, "10 warm planned runs of the example network", || {
-            ten_runs(&net, &mut ctx, &image)
+            ten_net_runs(&net, &mut ctx, &image, PlannedContext::clear)
         });
     assert_eq!(peak, block, "peak = the plan height's class");
 }
@@ -145,14 +137,19 @@ fn a_repeated_shape_reuses_its_plan() {
     assert_eq!(ctx.cache_stats(), (3, 2)); // hits, misses
 }
 
-#[test]
-fn windows_are_checked_against_the_plan_and_the_schedule() {
+/// x -> a -> t -> b -> y (declared output), on fresh arenas.
+fn chain_session() -> Session {
     let g = GraphSpec::new()
         .input("x")
         .node("a", &["x"], &["t"])
         .node("b", &["t"], &["y"])
         .output("y");
-    let s = Session::new(&g, ExecutionArena::new(), IoArena::new()).unwrap();
+    Session::new(&g, ExecutionArena::new(), IoArena::new()).unwrap()
+}
+
+#[test]
+fn windows_are_checked_against_the_plan_and_the_schedule() {
+    let s = chain_session();
     let mut ctx = PlannedContext::new(&s).unwrap();
     let x = [1u8; 64];
     assert_eq!(
@@ -208,12 +205,7 @@ fn windows_are_checked_against_the_plan_and_the_schedule() {
 
 #[test]
 fn a_window_held_past_its_run_keeps_its_own_block() {
-    let g = GraphSpec::new()
-        .input("x")
-        .node("a", &["x"], &["t"])
-        .node("b", &["t"], &["y"])
-        .output("y");
-    let s = Session::new(&g, ExecutionArena::new(), IoArena::new()).unwrap();
+    let s = chain_session();
     let mut ctx = PlannedContext::new(&s).unwrap();
     ctx.prepare(|_| Some(64), |_| 0).unwrap();
     let mut stale = ctx.output(0, 0, 64, 8).unwrap();

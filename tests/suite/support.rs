@@ -128,3 +128,19 @@ pub fn assert_warm_runs_cost_nothing(
     assert_eq!(e1.live_bytes, 0, "{what}: live bytes after the runs");
     e1.peak_live_bytes
 }
+
+/// Ten runs of the example network through `ctx` (any kernel context),
+/// each after `clear`, outputs dropped: the warm loop the network tests
+/// measure.
+pub fn ten_net_runs<'i, C: warmarena::session::KernelContext<'i>>(
+    net: &warmarena::net::Net,
+    ctx: &mut C,
+    image: &'i [f32],
+    clear: fn(&mut C),
+) {
+    for _ in 0..10 {
+        clear(ctx);
+        let out = net.run(ctx, image).unwrap();
+        std::hint::black_box(&out);
+    }
+}
