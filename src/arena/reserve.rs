@@ -85,23 +85,11 @@ impl ArenaState {
         let page = os::page_size();
         let i = self.cold[class].head;
         if i != NIL && self.table.get(i).is_some_and(|b| b.addr % align == 0) {
-            self.table.unlink(&mut self.cold[class], i);
-            let b = self.table.at(i);
-            b.state = BlockState::Live;
-            let (addr, run) = (b.addr, b.run);
-            self.runs[run as usize].active += 1;
-            self.note_new_live(cap);
+            let g = self.revive_cold(class, i);
             // Its pages were released with the eviction: the request faults
             // them in; the tail is materialized now as for a new block.
-            self.prefault_tail(addr, size, cap, os);
-            return Ok(Grant {
-                // SAFETY: carved blocks lie inside a live, non-null segment mapping.
-                ptr: unsafe { NonNull::new_unchecked(addr as *mut u8) },
-                cap,
-                block: i,
-                fresh: false,
-                warm: false,
-            });
+            self.prefault_tail(g.ptr.as_ptr() as usize, size, cap, os);
+            return Ok(g);
         }
         self.room_for_one_block(cap)?;
         // Every block of a class is aligned to the largest power of two that
@@ -155,6 +143,29 @@ impl ArenaState {
         Ok(g)
     }
 
+    /// Hands out again cold block `i` of `class` (carved from a run or a
+    /// segment whose pages it gave back): live, counted as a cold
+    /// allocation, its run active and touched again.
+    fn revive_cold(&mut self, class: Class, i: u32) -> Grant {
+        self.table.unlink(&mut self.cold[class], i);
+        let b = self.table.at(i);
+        b.state = BlockState::Live;
+        let (addr, cap, run) = (b.addr, b.cap, b.run);
+        let r = &mut self.runs[run as usize];
+        r.active += 1;
+        r.touched = true;
+        self.note_new_live(cap);
+        Grant {
+            // SAFETY: carved blocks lie inside a live, non-null run or
+            // segment mapping.
+            ptr: unsafe { NonNull::new_unchecked(addr as *mut u8) },
+            cap,
+            block: i,
+            fresh: false,
+            warm: false,
+        }
+    }
+
     fn room_for_one_block(&mut self, size: usize) -> Result<(), AllocError> {
         self.table.reserve_one().map_err(|_| NO_ROOM(size))?;
         self.pins
@@ -184,22 +195,7 @@ impl ArenaState {
         let cap = capacity(class);
         let i = self.cold[class].head;
         if i != NIL {
-            self.table.unlink(&mut self.cold[class], i);
-            let b = self.table.at(i);
-            b.state = BlockState::Live;
-            let (addr, run) = (b.addr, b.run);
-            let r = &mut self.runs[run as usize];
-            r.active += 1;
-            r.touched = true;
-            self.note_new_live(cap);
-            return Ok(Grant {
-                // SAFETY: carved blocks lie inside a live, non-null run mapping.
-                ptr: unsafe { NonNull::new_unchecked(addr as *mut u8) },
-                cap,
-                block: i,
-                fresh: false,
-                warm: false,
-            });
+            return Ok(self.revive_cold(class, i));
         }
         self.room_for_one_block(cap)?;
         let mut r = self.current_run[class];
