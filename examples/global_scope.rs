@@ -8,7 +8,7 @@
 //! scoped warm iterations call the system allocator or fault).
 
 use std::time::Instant;
-use warmarena::faults::FaultCounter;
+use warmarena::faults::{pre_touch_stack, FaultCounter};
 use warmarena::global::{self, CountingSystem, ScopedGlobal};
 use warmarena::ExecutionArena;
 
@@ -57,16 +57,6 @@ fn workload(doc: &str) -> (f64, usize) {
     }
     let out = serde_json::to_string(&v).expect("serializable");
     (sum, strings + out.len())
-}
-
-/// Touches the next 256 KiB of stack so that stack growth is not counted.
-#[inline(never)]
-fn pre_touch_stack() {
-    let mut pad = [0u8; 256 << 10];
-    for i in (0..pad.len()).step_by(4096) {
-        pad[i] = 1;
-    }
-    std::hint::black_box(&mut pad);
 }
 
 #[derive(Debug, Clone, Copy, Default)]

@@ -1,7 +1,7 @@
 //! Shared helpers: a per-thread counting global allocator and a combined
 //! "what did this run cost" probe (heap allocations, page faults, system calls).
 
-use warmarena::faults::{FaultCounter, FaultSource};
+use warmarena::faults::{pre_touch_stack, FaultCounter, FaultSource};
 
 /// The suite's global allocator counts this thread's heap allocation calls.
 pub use warmarena::global::CountingSystem as CountingAlloc;
@@ -17,18 +17,6 @@ pub struct Cost {
     pub heap_calls: u64,
     pub minor_faults: u64,
     pub major_faults: u64,
-}
-
-/// Touches the next 256 KiB of this thread's stack so that stack growth
-/// inside a measured stretch (deeper frames, the counter's own reads) is not
-/// counted as a fault of the code under test.
-#[inline(never)]
-fn pre_touch_stack() {
-    let mut pad = [0u8; 256 << 10];
-    for i in (0..pad.len()).step_by(4096) {
-        pad[i] = 1;
-    }
-    std::hint::black_box(&mut pad);
 }
 
 /// Measures heap calls and page faults of the calling thread around `f`.
