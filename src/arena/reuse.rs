@@ -18,7 +18,7 @@ impl ArenaState {
     /// aligned enough (then it is the best fit, and no window is scanned).
     #[inline(always)]
     pub(crate) fn take_exact(&mut self, class: Class, align: usize) -> Option<Grant> {
-        if !self.warm.has(class) || (align > MIN_CAPACITY && capacity(class) & (align - 1) != 0) {
+        if !self.warm.has(class) || !serves_alignment(class, align) {
             return None;
         }
         Some(self.take_tail(class))
@@ -50,13 +50,18 @@ impl ArenaState {
         if align <= MIN_CAPACITY {
             self.warm.classes.first_in(class, hi)
         } else {
-            // Every buffer of class k is aligned to the largest power of two
-            // dividing capacity(k) (up to MAX_ALIGN), so it is aligned
-            // exactly when `align` divides the capacity.
             self.warm
                 .classes
                 .iter_in(class, hi)
-                .find(|&k| capacity(k) & (align - 1) == 0)
+                .find(|&k| serves_alignment(k, align))
         }
     }
+}
+
+/// Whether every buffer of class `k` is aligned to `align` (a power of two
+/// up to `MAX_ALIGN`): each is aligned to the largest power of two dividing
+/// its capacity (up to `MAX_ALIGN`), so exactly when `align` divides it.
+#[inline(always)]
+fn serves_alignment(k: Class, align: usize) -> bool {
+    align <= MIN_CAPACITY || capacity(k) & (align - 1) == 0
 }

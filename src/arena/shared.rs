@@ -54,12 +54,34 @@ impl ArenaCore {
             if let Some(g) = st.take_exact(c, align) {
                 return Ok(g);
             }
+            // Checked and classed already, and the lock is held: go on from here.
+            return self.serve_classed(st, c, eff, align);
         }
         self.allocate_general(size, align)
     }
 
-    /// [`ArenaCore::allocate`] for every request: validation with typed
-    /// errors, best fit over the 2× window, then the cold path.
+    /// A classed request of `eff` bytes (class `c`) with the lock held:
+    /// best fit over the 2× window, else the cold path.
+    #[inline(never)]
+    fn serve_classed(
+        &self,
+        mut st: SpinGuard<'_, ArenaState>,
+        c: usize,
+        eff: usize,
+        align: usize,
+    ) -> Result<Grant, AllocError> {
+        if let Some(g) = st.take_warm(c, align) {
+            return Ok(g);
+        }
+        // The cold path may grow metadata through the global allocator
+        // while this thread holds the lock.
+        let _m = metadata::enter();
+        st.take_cold(c, eff, align, &self.os)
+    }
+
+    /// [`ArenaCore::allocate`] for requests off the inlined path: validation
+    /// with typed errors, then as [`ArenaCore::serve_classed`] or a
+    /// dedicated mapping.
     #[inline(never)]
     fn allocate_general(&self, size: usize, align: usize) -> Result<Grant, AllocError> {
         if size == 0 {
@@ -77,15 +99,7 @@ impl ArenaCore {
         let eff = aligned_size(size, align).ok_or(AllocError::SizeOverflow { size })?;
         let mut st = self.lock();
         match class_of(eff) {
-            Some(c) => match st.take_warm(c, align) {
-                Some(g) => Ok(g),
-                None => {
-                    // The cold path may grow metadata through the global
-                    // allocator while this thread holds the lock.
-                    let _m = metadata::enter();
-                    st.take_cold(c, eff, align, &self.os)
-                }
-            },
+            Some(c) => self.serve_classed(st, c, eff, align),
             None => {
                 let _m = metadata::enter();
                 st.map_dedicated(eff, align, &self.os)
