@@ -195,31 +195,25 @@ impl ArenaState {
     /// Gives every mapping back to the OS. Called once, when the last handle
     /// and the last allocation of the arena are gone.
     pub(crate) fn release_everything(&mut self, os: &OsCounters) {
-        for b in self.table.iter() {
-            if b.state != BlockState::Vacant && b.map_len > 0 {
-                owners::unregister(b.addr, b.map_len, self.owner);
-                if let Some(p) = NonNull::new(b.addr as *mut u8) {
-                    // SAFETY: the block owns this whole mapping and, with the
-                    // arena gone, nobody can reach its memory any more.
-                    unsafe { os::unmap(p, b.map_len, os) };
-                }
-            }
-        }
-        // Segments are mappings of their own; small-class runs live in regions.
-        for r in self.runs.iter().filter(|r| r.segment) {
-            owners::unregister(r.base, r.len, self.owner);
-            if let Some(p) = NonNull::new(r.base as *mut u8) {
-                // SAFETY: each segment is one mapping owned by the arena; no
-                // block carved from it is reachable once the arena is gone.
-                unsafe { os::unmap(p, r.len, os) };
-            }
-        }
-        for g in &self.run_regions {
-            owners::unregister(g.base, g.len, self.owner);
-            if let Some(p) = NonNull::new(g.base as *mut u8) {
-                // SAFETY: each region is one mapping owned by the arena; no
-                // block of its runs is reachable once the arena is gone.
-                unsafe { os::unmap(p, g.len, os) };
+        // Every mapping the arena made: blocks with their own, segments, and
+        // the regions small-class runs were cut from (runs are not mappings).
+        let blocks = self
+            .table
+            .iter()
+            .filter(|b| b.state != BlockState::Vacant && b.map_len > 0)
+            .map(|b| (b.addr, b.map_len));
+        let segments = self
+            .runs
+            .iter()
+            .filter(|r| r.segment)
+            .map(|r| (r.base, r.len));
+        let regions = self.run_regions.iter().map(|g| (g.base, g.len));
+        for (base, len) in blocks.chain(segments).chain(regions) {
+            owners::unregister(base, len, self.owner);
+            if let Some(p) = NonNull::new(base as *mut u8) {
+                // SAFETY: each range is one whole mapping the arena made;
+                // with the arena gone nobody can reach its memory any more.
+                unsafe { os::unmap(p, len, os) };
             }
         }
         self.runs.clear();
