@@ -4,7 +4,7 @@
 //! `cargo run --release --example executor`
 
 use warmarena::faults::FaultCounter;
-use warmarena::net::{bytes::as_bytes, Net, NetConfig};
+use warmarena_net::{bytes::as_bytes, Net, NetConfig};
 use warmarena::session::{RunContext, Session};
 use warmarena::{ExecutionArena, IoArena};
 

@@ -4,7 +4,7 @@
 //! the graph's concurrent live set, computed here independently.
 
 use crate::support::{assert_warm_runs_cost_nothing, measure, ten_net_runs};
-use warmarena::net::{bytes::as_bytes, nodes::*, Net, NetConfig};
+use warmarena_net::{bytes::as_bytes, nodes::*, Net, NetConfig};
 use warmarena::session::{RunContext, Session};
 use warmarena::size_class::{capacity, class_of};
 use warmarena::{ExecutionArena, IoArena};

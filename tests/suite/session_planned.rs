@@ -5,7 +5,7 @@
 //! arena's peak is the height's class capacity.
 
 use crate::support::{assert_warm_runs_cost_nothing, ten_net_runs};
-use warmarena::net::{bytes::as_bytes, nodes::*, Net, NetConfig};
+use warmarena_net::{bytes::as_bytes, nodes::*, Net, NetConfig};
 use warmarena::planner::validate;
 use warmarena::planner::ViewMap;
 use warmarena::session::{

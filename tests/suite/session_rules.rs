@@ -1,7 +1,7 @@
 //! DESIGN.md rules 4, 5, 6 and 9 through the session API, on the example
 //! network.
 
-use warmarena::net::{bytes::as_bytes, Net, NetConfig, NetOutputs};
+use warmarena_net::{bytes::as_bytes, Net, NetConfig, NetOutputs};
 use warmarena::session::{RunContext, Session};
 use warmarena::{ArenaKind, ExecutionArena, IoArena};
 
