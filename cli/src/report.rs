@@ -11,11 +11,11 @@ use super::replay::Schedule;
 use super::scenario::{drive, Drive, Row, Scenario};
 use super::trace::Trace;
 use super::workload::{run_net_on, run_net_session, TraceRun};
-use warmarena::faults::{FaultCounter, FaultSource};
-use warmarena_net::{Net, NetConfig};
-use warmarena::session::{RunContext, Session};
 use std::fmt::Write as _;
 use std::time::Duration;
+use warmarena::faults::{FaultCounter, FaultSource};
+use warmarena::session::{RunContext, Session};
+use warmarena_net::{Net, NetConfig};
 
 /// Options of `warmarena report`.
 #[derive(Debug, Clone)]

@@ -3,10 +3,10 @@
 //! system calls, bytes from the OS, copies and time.
 
 use super::backend::Backend;
-use warmarena::faults::FaultCounter;
-use warmarena::stats::ArenaStats;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
+use warmarena::faults::FaultCounter;
+use warmarena::stats::ArenaStats;
 
 /// A scenario of the report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,8 +5,8 @@
 
 use super::backend::Backend;
 use super::replay::Schedule;
-use warmarena_net::{kernels, nodes::*, Net};
 use warmarena::session::RunContext;
+use warmarena_net::{kernels, nodes::*, Net};
 
 /// Views `len` bytes of a buffer as floats.
 ///

@@ -26,9 +26,9 @@
 pub mod bytes;
 pub mod kernels;
 
+use bytes::{as_bytes, f32s, f32s_mut, NotF32};
 use warmarena::session::{GraphSpec, KernelContext, NodeId, OutputBuffer, SessionError};
 use warmarena::IoLease;
-use bytes::{as_bytes, f32s, f32s_mut, NotF32};
 
 /// Node ids, in execution order.
 pub mod nodes {

@@ -23,8 +23,8 @@ use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 use warmarena::handle::Memory;
-use warmarena_net::{bytes::as_bytes, Net, NetConfig};
 use warmarena::session::{GraphSpec, RunContext, Session as RustSession};
+use warmarena_net::{bytes::as_bytes, Net, NetConfig};
 
 /// What the last run's kernels read for one input.
 #[derive(Debug, Clone)]
