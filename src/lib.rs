@@ -1,4 +1,5 @@
-//! warmarena: the memory layer of an ML inference runtime.
+#![doc = include_str!("../README.md")]
+#![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod alloc_api;

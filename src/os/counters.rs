@@ -17,8 +17,8 @@ pub struct OsCounters {
 /// A snapshot of the system calls one owner (an arena, a pool) made.
 ///
 /// ```
-/// let c = warmarena::os::OsCounters::new();
-/// assert_eq!(c.snapshot().syscalls(), 0);
+/// let fresh = warmarena::ExecutionArena::new().stats().os;
+/// assert_eq!(fresh.syscalls(), 0);
 /// ```
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct OsStats {

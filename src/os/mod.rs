@@ -69,13 +69,8 @@ pub fn page_size() -> usize {
     sys::page_size()
 }
 
-/// Rounds `len` up to a whole number of pages; `None` on overflow.
-///
-/// ```
-/// let p = warmarena::page_size();
-/// assert_eq!(warmarena::os::round_to_pages(1), Some(p));
-/// assert_eq!(warmarena::os::round_to_pages(usize::MAX), None);
-/// ```
+/// Rounds `len` up to a whole number of pages; `None` on overflow
+/// (`tests::round_to_pages_rounds_up_and_refuses_overflow`).
 pub fn round_to_pages(len: usize) -> Option<usize> {
     let p = page_size();
     len.checked_add(p - 1).map(|v| v & !(p - 1))
@@ -95,17 +90,8 @@ pub struct MapRequest {
     pub prefault: bool,
 }
 
-/// Maps fresh zeroed pages as described by `req`, counting the calls in `counters`.
-///
-/// ```
-/// use warmarena::os::{self, MapRequest, OsCounters};
-/// let c = OsCounters::new();
-/// let req = MapRequest { len: 8192, align: 4096, huge_pages: false, prefault: false };
-/// let p = os::map(req, &c).unwrap();
-/// // SAFETY: `p` was just mapped with this length and is not used afterwards.
-/// unsafe { os::unmap(p, 8192, &c) };
-/// assert_eq!(c.snapshot().maps, 1);
-/// ```
+/// Maps fresh zeroed pages as described by `req`, counting the calls in
+/// `counters` (`tests::map_then_unmap_counts_one_of_each`).
 pub fn map(req: MapRequest, counters: &OsCounters) -> Result<NonNull<u8>, OsError> {
     if !req.align.is_power_of_two() {
         return Err(OsError::BadLayout);
@@ -151,4 +137,34 @@ pub unsafe fn release_pages(ptr: NonNull<u8>, len: usize, counters: &OsCounters)
 pub unsafe fn prefault(ptr: NonNull<u8>, len: usize, counters: &OsCounters) {
     // SAFETY: forwarded from the caller's contract.
     unsafe { sys::prefault(ptr, len, counters) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_to_pages_rounds_up_and_refuses_overflow() {
+        let p = page_size();
+        assert_eq!(round_to_pages(1), Some(p));
+        assert_eq!(round_to_pages(p), Some(p));
+        assert_eq!(round_to_pages(usize::MAX), None);
+    }
+
+    #[test]
+    fn map_then_unmap_counts_one_of_each() {
+        let c = OsCounters::new();
+        let req = MapRequest {
+            len: 8192,
+            align: 4096,
+            huge_pages: false,
+            prefault: false,
+        };
+        let p = map(req, &c).unwrap();
+        // SAFETY: `p` was just mapped with this length and is not used afterwards.
+        unsafe { unmap(p, 8192, &c) };
+        let s = c.snapshot();
+        assert_eq!((s.maps, s.unmaps), (1, 1));
+        assert_eq!(OsCounters::new().snapshot().syscalls(), 0);
+    }
 }

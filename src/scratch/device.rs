@@ -208,7 +208,7 @@ pub unsafe trait Device: Send + Sync {
 /// use warmarena::scratch::{Device, HostDevice};
 /// let host = HostDevice::new();
 /// let buf = host.allocate(1).unwrap();
-/// assert_eq!(buf.len(), warmarena::os::page_size());
+/// assert_eq!(buf.len(), warmarena::page_size());
 /// // SAFETY: `buf` came from `host.allocate` and is not used afterwards.
 /// unsafe { host.free(buf) };
 /// let os = host.os_stats().unwrap();

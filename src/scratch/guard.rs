@@ -99,7 +99,7 @@ impl<'e> ScratchGuard<'e> {
     /// use warmarena::scratch::{EngineScratch, ScratchMode};
     /// let e = EngineScratch::new(4096, ScratchMode::Shared).unwrap();
     /// let g = e.claim(4096).unwrap();
-    /// assert_eq!(g.as_ptr().as_ptr() as usize % warmarena::os::page_size(), 0);
+    /// assert_eq!(g.as_ptr().as_ptr() as usize % warmarena::page_size(), 0);
     /// ```
     pub fn as_ptr(&self) -> NonNull<u8> {
         self.ptr

@@ -11,7 +11,7 @@
 //! ```
 //! use warmarena::scratch::{DeviceId, ScratchMode, ScratchPool};
 //! let pool = ScratchPool::new();
-//! let page = warmarena::os::page_size();
+//! let page = warmarena::page_size();
 //! let engines: Vec<_> = [1, 3, 2]
 //!     .iter()
 //!     .map(|n| pool.engine(DeviceId::HOST, n * page, ScratchMode::Shared).unwrap())

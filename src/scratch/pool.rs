@@ -124,7 +124,7 @@ const MODE_SHARED: u8 = 2;
 /// ```
 /// use warmarena::scratch::{DeviceId, ScratchMode, ScratchPool};
 /// let pool = ScratchPool::new();
-/// let page = warmarena::os::page_size();
+/// let page = warmarena::page_size();
 /// let small = pool.engine(DeviceId::HOST, page, ScratchMode::Shared).unwrap();
 /// let large = pool.engine(DeviceId::HOST, 4 * page, ScratchMode::Shared).unwrap();
 /// drop(large.claim(4 * page).unwrap());

@@ -51,7 +51,7 @@ pub struct LaneStats {
 /// ```
 /// use warmarena::scratch::{DeviceId, ScratchMode, ScratchPool};
 /// let pool = ScratchPool::new();
-/// let page = warmarena::os::page_size();
+/// let page = warmarena::page_size();
 /// let a = pool.engine(DeviceId::HOST, page, ScratchMode::Shared).unwrap();
 /// let b = pool.engine(DeviceId::HOST, 2 * page, ScratchMode::Shared).unwrap();
 /// drop(a.claim(page).unwrap());
