@@ -1,6 +1,6 @@
 //! [`RunContext`]: the per-run state kernels allocate through.
 
-use super::router::{NodeId, Session, Target, ValueId};
+use super::router::{NodeId, Session, Target, ValueIndex};
 use crate::arena::ArenaKind;
 use crate::handle::Memory;
 use crate::{AllocError, Allocation, IoLease};
@@ -161,7 +161,7 @@ impl<'s, 'i> RunContext<'s, 'i> {
         }
     }
 
-    fn name(&self, v: ValueId) -> String {
+    fn name(&self, v: ValueIndex) -> String {
         self.session.names[v].clone()
     }
 
@@ -185,7 +185,7 @@ impl<'s, 'i> RunContext<'s, 'i> {
 
     #[cold]
     #[inline(never)]
-    fn not_an_output(&self, v: ValueId) -> SessionError {
+    fn not_an_output(&self, v: ValueIndex) -> SessionError {
         SessionError::NotAnOutput(self.name(v))
     }
 
@@ -233,7 +233,7 @@ impl<'s, 'i> RunContext<'s, 'i> {
         self.values.get(self.session.value_id(name)?)?.as_ref()
     }
 
-    fn input_slot(&self, name: &str) -> Result<ValueId, SessionError> {
+    fn input_slot(&self, name: &str) -> Result<ValueIndex, SessionError> {
         let v = self.session.value_named(name)?;
         if !self.session.is_input[v] {
             return Err(SessionError::NotAnInput(name.to_string()));

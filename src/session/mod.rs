@@ -12,10 +12,12 @@
 
 mod context;
 mod graph;
+mod kernel;
 mod planned;
 mod router;
 
 pub use context::{RunContext, SessionError};
 pub use graph::{GraphError, GraphSpec, NodeSpec};
-pub use planned::{KernelContext, OutputBuffer, PlannedBuffer, PlannedContext};
-pub use router::{NodeId, Session, ValueId};
+pub use kernel::{KernelContext, OutputBuffer};
+pub use planned::{PlannedBuffer, PlannedContext};
+pub use router::{NodeId, Session, ValueIndex};

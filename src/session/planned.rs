@@ -28,129 +28,23 @@
 //! keeps the block alive: a window leaked past the end of its context or
 //! run keeps its (detached) block, which is never handed out again.
 //!
-//! [`KernelContext`] is what kernels are written against, implemented by
-//! both contexts, so one executor (e.g. `warmarena_net::Net::run`) runs in
-//! either mode.
+//! Kernels are written against [`KernelContext`] (`kernel.rs`), which both
+//! contexts implement.
 
-use super::context::{RunContext, SessionError};
-use super::router::{NodeId, Session, Target, ValueId};
+#[cfg(doc)]
+use super::context::RunContext;
+use super::context::SessionError;
+use super::kernel::{KernelContext, OutputBuffer};
+use super::router::{NodeId, Session, Target, ValueIndex};
 use crate::arena::ArenaKind;
 use crate::handle::Memory;
 use crate::planner::{
-    validate, ActivationPlan, Graph, Node, PlanCache, PlanOptions, ValueId as PlanValue, ViewMap,
+    validate, ActivationPlan, Graph, Node, PlanCache, PlanOptions, ValueId, ViewMap,
 };
 use crate::{Allocation, IoLease};
 use core::ptr::NonNull;
 use std::rc::Rc;
 use std::sync::Arc;
-
-/// Writable bytes a kernel fills: an [`Allocation`] or a [`PlannedBuffer`].
-pub trait OutputBuffer {
-    /// The bytes, for writing.
-    fn as_mut_slice(&mut self) -> &mut [u8];
-}
-
-impl OutputBuffer for Allocation {
-    fn as_mut_slice(&mut self) -> &mut [u8] {
-        Allocation::as_mut_slice(self)
-    }
-}
-
-/// The calls a kernel makes during a run, in either mode: [`RunContext`]
-/// (one arena buffer per value) or [`PlannedContext`] (windows of one
-/// planned block). `'i` is the lifetime of borrowed inputs.
-///
-/// ```
-/// use warmarena::session::{GraphSpec, KernelContext, OutputBuffer, PlannedContext, RunContext, Session};
-/// use warmarena::{ExecutionArena, IoArena};
-/// // y = (x + 1) * 2 with an intermediate `t`, written once for both modes.
-/// fn run<'i, C: KernelContext<'i>>(ctx: &mut C, x: &'i [u8]) -> Vec<u8> {
-///     ctx.borrow_input("x", x).unwrap();
-///     for (node, f) in [(0, (|b: u8| b + 1) as fn(u8) -> u8), (1, |b| b * 2)] {
-///         let mut out = ctx.output(node, 0, x.len(), 1).unwrap();
-///         for (o, i) in out.as_mut_slice().iter_mut().zip(ctx.input(node, 0).unwrap()) {
-///             *o = f(*i);
-///         }
-///         ctx.commit(node, 0, out).unwrap();
-///         ctx.finish(node).unwrap();
-///     }
-///     ctx.take_output("y").unwrap().as_slice().to_vec()
-/// }
-/// let g = GraphSpec::new().input("x").node("inc", &["x"], &["t"]).node("dbl", &["t"], &["y"]).output("y");
-/// let s = Session::new(&g, ExecutionArena::new(), IoArena::new()).unwrap();
-/// let x = [1u8, 2, 3];
-/// assert_eq!(run(&mut RunContext::new(&s), &x), [4, 6, 8]);
-/// let mut planned = PlannedContext::new(&s).unwrap();
-/// planned.prepare(|_| Some(3), |_| 0).unwrap();
-/// assert_eq!(run(&mut planned, &x), [4, 6, 8]);
-/// ```
-pub trait KernelContext<'i> {
-    /// What [`output`](Self::output) and [`workspace`](Self::workspace) hand out.
-    type Buffer: OutputBuffer;
-    /// Memory for output slot `slot` of `node`; write it, then
-    /// [`commit`](Self::commit) it.
-    fn output(
-        &mut self,
-        node: NodeId,
-        slot: usize,
-        bytes: usize,
-        align: usize,
-    ) -> Result<Self::Buffer, SessionError>;
-    /// A workspace for `node`, execution memory dropped when the kernel is
-    /// done (in planned mode: the node's one planned workspace window).
-    fn workspace(
-        &mut self,
-        node: NodeId,
-        bytes: usize,
-        align: usize,
-    ) -> Result<Self::Buffer, SessionError>;
-    /// Stores a written output as the value of (`node`, `slot`).
-    fn commit(&mut self, node: NodeId, slot: usize, buf: Self::Buffer) -> Result<(), SessionError>;
-    /// The bytes of input slot `slot` of `node`.
-    fn input(&self, node: NodeId, slot: usize) -> Result<&[u8], SessionError>;
-    /// Marks `node` done: frees every value whose last use was `node`.
-    fn finish(&mut self, node: NodeId) -> Result<(), SessionError>;
-    /// Uses the caller's bytes as graph input `name` for this run.
-    fn borrow_input(&mut self, name: &str, bytes: &'i [u8]) -> Result<(), SessionError>;
-    /// Exports declared output `name` as a lease, without copying.
-    fn take_output(&mut self, name: &str) -> Result<IoLease, SessionError>;
-}
-
-impl<'i> KernelContext<'i> for RunContext<'_, 'i> {
-    type Buffer = Allocation;
-    fn output(
-        &mut self,
-        node: NodeId,
-        slot: usize,
-        bytes: usize,
-        align: usize,
-    ) -> Result<Allocation, SessionError> {
-        RunContext::output(self, node, slot, bytes, align)
-    }
-    fn workspace(
-        &mut self,
-        _node: NodeId,
-        bytes: usize,
-        align: usize,
-    ) -> Result<Allocation, SessionError> {
-        RunContext::temporary(self, bytes, align)
-    }
-    fn commit(&mut self, node: NodeId, slot: usize, buf: Allocation) -> Result<(), SessionError> {
-        RunContext::commit(self, node, slot, buf)
-    }
-    fn input(&self, node: NodeId, slot: usize) -> Result<&[u8], SessionError> {
-        RunContext::input(self, node, slot)
-    }
-    fn finish(&mut self, node: NodeId) -> Result<(), SessionError> {
-        RunContext::finish(self, node)
-    }
-    fn borrow_input(&mut self, name: &str, bytes: &'i [u8]) -> Result<(), SessionError> {
-        RunContext::borrow_input(self, name, bytes)
-    }
-    fn take_output(&mut self, name: &str) -> Result<IoLease, SessionError> {
-        RunContext::take_output(self, name)
-    }
-}
 
 /// The block of one run. Shared by the context and every window it hands
 /// out, so a window never outlives the bytes it views.
@@ -295,7 +189,7 @@ impl<'s, 'i> PlannedContext<'s, 'i> {
     /// [`new`](Self::new) with planner options (alignment, search effort).
     pub fn with_options(session: &'s Session, options: PlanOptions) -> Result<Self, SessionError> {
         let n = session.names.len();
-        let id = |v: usize| PlanValue(v as u32);
+        let id = |v: usize| ValueId(v as u32);
         let graph = Graph {
             num_values: n + session.nodes.len(),
             nodes: session
@@ -399,7 +293,7 @@ impl<'s, 'i> PlannedContext<'s, 'i> {
     }
 
     /// Bytes planned for planner value `v` (see [`planner_graph`](Self::planner_graph)).
-    pub fn planned_bytes(&self, v: crate::planner::ValueId) -> Option<usize> {
+    pub fn planned_bytes(&self, v: ValueId) -> Option<usize> {
         self.sizes.get(v.index()).copied()
     }
 
@@ -409,7 +303,7 @@ impl<'s, 'i> PlannedContext<'s, 'i> {
         if self.session.is_output[v] {
             return None;
         }
-        self.plan.as_ref()?.offset_of(PlanValue(v as u32))
+        self.plan.as_ref()?.offset_of(ValueId(v as u32))
     }
 
     /// Offset of `node`'s workspace in the block.
@@ -418,7 +312,7 @@ impl<'s, 'i> PlannedContext<'s, 'i> {
             return None;
         }
         let v = self.session.names.len() + node;
-        self.plan.as_ref()?.offset_of(PlanValue(v as u32))
+        self.plan.as_ref()?.offset_of(ValueId(v as u32))
     }
 
     /// Start of the current run's block (`None` between runs).
@@ -492,7 +386,7 @@ impl<'s, 'i> PlannedContext<'s, 'i> {
             });
         }
         let offset = plan
-            .offset_of(PlanValue(pv as u32))
+            .offset_of(ValueId(pv as u32))
             .ok_or(SessionError::InvalidPlan)?;
         let base = self.base()?;
         // SAFETY: the validated plan puts `offset + planned <= height`, and
@@ -530,7 +424,7 @@ impl<'s, 'i> PlannedContext<'s, 'i> {
         Ok(())
     }
 
-    fn input_slot(&self, name: &str) -> Result<ValueId, SessionError> {
+    fn input_slot(&self, name: &str) -> Result<ValueIndex, SessionError> {
         let v = self.session.value_named(name)?;
         if !self.session.is_input[v] {
             return Err(SessionError::NotAnInput(name.to_string()));

@@ -12,8 +12,9 @@ use std::collections::HashMap;
 
 /// Index of a node in execution order.
 pub type NodeId = usize;
-/// Index of a value in the session's value table.
-pub type ValueId = usize;
+/// Index of a value in the session's value table (the planner names the
+/// same value `planner::ValueId(index as u32)`).
+pub type ValueIndex = usize;
 
 /// Where a value's memory comes from.
 #[derive(Clone)]
@@ -46,10 +47,10 @@ impl Target {
 
 pub(crate) struct NodeInfo {
     pub name: String,
-    pub inputs: Vec<ValueId>,
-    pub outputs: Vec<ValueId>,
+    pub inputs: Vec<ValueIndex>,
+    pub outputs: Vec<ValueIndex>,
     /// Values whose last use is this node: freed by `finish`.
-    pub frees: Vec<ValueId>,
+    pub frees: Vec<ValueIndex>,
 }
 
 /// A graph compiled for running: each (node, output slot) mapped to its
@@ -70,7 +71,7 @@ pub struct Session {
     pub(crate) exec: ExecutionArena,
     pub(crate) io: IoArena,
     pub(crate) names: Vec<String>,
-    pub(crate) by_name: HashMap<String, ValueId>,
+    pub(crate) by_name: HashMap<String, ValueIndex>,
     pub(crate) nodes: Vec<NodeInfo>,
     pub(crate) targets: Vec<Target>,
     pub(crate) is_output: Vec<bool>,
@@ -138,8 +139,8 @@ impl Session {
     ) -> Result<Session, GraphError> {
         graph.validate()?;
         let mut names: Vec<String> = Vec::new();
-        let mut by_name: HashMap<String, ValueId> = HashMap::new();
-        let mut id = |n: &str, names: &mut Vec<String>| -> ValueId {
+        let mut by_name: HashMap<String, ValueIndex> = HashMap::new();
+        let mut id = |n: &str, names: &mut Vec<String>| -> ValueIndex {
             *by_name.entry(n.to_string()).or_insert_with(|| {
                 names.push(n.to_string());
                 names.len() - 1
@@ -214,8 +215,8 @@ impl Session {
         &self,
         node: NodeId,
         slot: usize,
-        side: fn(&NodeInfo) -> &[ValueId],
-    ) -> Result<ValueId, SessionError> {
+        side: fn(&NodeInfo) -> &[ValueIndex],
+    ) -> Result<ValueIndex, SessionError> {
         match self.nodes.get(node).and_then(|n| side(n).get(slot)) {
             Some(&v) => Ok(v),
             None => Err(self.slot_error(node, slot)),
@@ -237,18 +238,26 @@ impl Session {
 
     /// The value written by output slot `slot` of `node`.
     #[inline]
-    pub(crate) fn output_value(&self, node: NodeId, slot: usize) -> Result<ValueId, SessionError> {
+    pub(crate) fn output_value(
+        &self,
+        node: NodeId,
+        slot: usize,
+    ) -> Result<ValueIndex, SessionError> {
         self.slot_of(node, slot, |n| &n.outputs)
     }
 
     /// The value read by input slot `slot` of `node`.
     #[inline]
-    pub(crate) fn input_value(&self, node: NodeId, slot: usize) -> Result<ValueId, SessionError> {
+    pub(crate) fn input_value(
+        &self,
+        node: NodeId,
+        slot: usize,
+    ) -> Result<ValueIndex, SessionError> {
         self.slot_of(node, slot, |n| &n.inputs)
     }
 
     /// The value called `name`, or `UnknownValue`.
-    pub(crate) fn value_named(&self, name: &str) -> Result<ValueId, SessionError> {
+    pub(crate) fn value_named(&self, name: &str) -> Result<ValueIndex, SessionError> {
         self.value_id(name)
             .ok_or_else(|| SessionError::UnknownValue(name.to_string()))
     }
@@ -259,7 +268,7 @@ impl Session {
     }
 
     /// The value called `name`.
-    pub fn value_id(&self, name: &str) -> Option<ValueId> {
+    pub fn value_id(&self, name: &str) -> Option<ValueIndex> {
         self.by_name.get(name).copied()
     }
 
