@@ -303,7 +303,7 @@ fn print_case(rows: &[Row], peak: usize) {
         first.workload
     );
     println!(
-        "  {:<10} {:>11} {:>10} {:>12} {:>13} {:>7} {:>22} {:>8} {:>10}",
+        "  {:<10} {:>11} {:>10} {:>12} {:>13} {:>7} {:>22} {:>8} {:>10} {:>12}",
         "backend",
         "cold faults",
         "faults/run",
@@ -312,14 +312,17 @@ fn print_case(rows: &[Row], peak: usize) {
         "copies",
         "warm ms med [min-max]",
         "vs ours",
-        "RSS/peak"
+        "RSS/peak",
+        "RSS vs mimalloc"
     );
     let base = first.warm_nanos_median().max(1) as f64;
+    let growth = |r: &Row| r.rss_after.saturating_sub(r.rss_before);
+    let mimalloc_growth = rows.iter().find(|r| r.backend == "mimalloc").map(growth);
     for r in rows {
         let (lo, hi) = r.warm_nanos_range();
         let med = r.warm_nanos_median() as f64;
         println!(
-            "  {:<10} {:>11} {:>10} {:>12} {:>15} {:>7} {:>22} {:>7.2}x {:>10}",
+            "  {:<10} {:>11} {:>10} {:>12} {:>15} {:>7} {:>22} {:>7.2}x {:>10} {:>12}",
             r.backend,
             r.cold.minor_faults,
             r.warm_faults_median(),
@@ -336,12 +339,13 @@ fn print_case(rows: &[Row], peak: usize) {
             ),
             med / base,
             if peak > 0 {
-                format!(
-                    "{:.2}",
-                    r.rss_after.saturating_sub(r.rss_before) as f64 / peak as f64
-                )
+                format!("{:.2}", growth(r) as f64 / peak as f64)
             } else {
                 "-".into()
+            },
+            match mimalloc_growth {
+                Some(m) if m > 0 => format!("{:.2}x", growth(r) as f64 / m as f64),
+                _ => "-".into(),
             }
         );
     }
