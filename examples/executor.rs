@@ -4,9 +4,9 @@
 //! `cargo run --release --example executor`
 
 use warmarena::faults::FaultCounter;
-use warmarena::net::{bytes::as_bytes, Net, NetConfig};
 use warmarena::session::{RunContext, Session};
 use warmarena::{ExecutionArena, IoArena};
+use warmarena_net::{bytes::as_bytes, Net, NetConfig};
 
 fn main() {
     let net = Net::new(NetConfig::standard(), 42);

@@ -28,4 +28,4 @@ cargo +nightly miri setup >/dev/null
 # align a block; -Zmiri-many-seeds is left to longer local runs.
 export MIRIFLAGS="${MIRIFLAGS:--Zmiri-symbolic-alignment-check}"
 echo "MIRIFLAGS=$MIRIFLAGS"
-cargo +nightly miri test --lib "$@"
+cargo +nightly miri test -p warmarena --lib "$@"

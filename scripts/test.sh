@@ -8,12 +8,19 @@ cd "$(dirname "$0")/.."
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
-echo "== cargo clippy --all-targets -- -D warnings"
-cargo clippy --all-targets -- -D warnings
+# The Rust crates: the library (root), the CLI (cli/) and the example
+# network (net/); the Python crate needs its venv's interpreter (below).
+RUST_CRATES=(--workspace --exclude warmarena-python)
+
+echo "== cargo clippy ${RUST_CRATES[*]} --all-targets -- -D warnings"
+cargo clippy "${RUST_CRATES[@]}" --all-targets -- -D warnings
+
+echo "== cargo doc --no-deps (warnings are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc "${RUST_CRATES[@]}" --no-deps --quiet
 
 echo "== cargo test (unit, integration, doctests)"
-cargo test --all-targets --no-fail-fast
-cargo test --doc
+cargo test "${RUST_CRATES[@]}" --all-targets --no-fail-fast
+cargo test "${RUST_CRATES[@]}" --doc
 
 # The Python bindings (python/): lints, then a debug build of the extension
 # into python/.venv (made by scripts/python-setup.sh with maturin, numpy and

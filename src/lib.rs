@@ -3,12 +3,10 @@
 
 pub mod alloc_api;
 pub mod arena;
-pub mod cli;
 pub mod faults;
 pub mod global;
 pub mod handle;
-pub mod net;
-pub mod os;
+pub(crate) mod os;
 pub mod planner;
 pub mod scratch;
 pub mod session;
@@ -18,4 +16,5 @@ mod sync;
 
 pub use arena::{AllocError, ArenaConfig, ArenaKind, ExecutionArena, IoArena};
 pub use handle::{Allocation, IoLease};
+pub use os::{page_size, OsStats};
 pub use stats::ArenaStats;

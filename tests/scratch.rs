@@ -3,7 +3,7 @@
 //! sum(s_i). Every assertion is a count or a byte figure, never a time.
 
 use std::sync::Mutex;
-use warmarena::os::page_size;
+use warmarena::page_size;
 use warmarena::scratch::{DeviceId, EngineScratch, Lane, ScratchMode, ScratchPool};
 
 /// The address ranges claimed right now, to catch any overlap directly (the

@@ -7,9 +7,9 @@
 use pyo3::create_exception;
 use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use warmarena::net::NetError;
 use warmarena::session::SessionError;
 use warmarena::AllocError;
+use warmarena_net::NetError;
 
 create_exception!(
     warmarena,

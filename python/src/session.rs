@@ -1,4 +1,4 @@
-//! `Session`: the example network (`warmarena::net::Net`) run through the
+//! `Session`: the example network (`warmarena_net::Net`) run through the
 //! session path from Python.
 //!
 //! Inputs: a C-contiguous, aligned, native float32 array is borrowed — the
@@ -23,8 +23,8 @@ use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 use warmarena::handle::Memory;
-use warmarena::net::{bytes::as_bytes, Net, NetConfig};
 use warmarena::session::{GraphSpec, RunContext, Session as RustSession};
+use warmarena_net::{bytes::as_bytes, Net, NetConfig};
 
 /// What the last run's kernels read for one input.
 #[derive(Debug, Clone)]

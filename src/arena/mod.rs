@@ -50,7 +50,7 @@ pub(crate) mod blocks;
 mod config;
 mod error;
 pub(crate) mod metadata;
-pub mod owners;
+pub(crate) mod owners;
 #[cfg(all(test, loom))]
 mod owners_loom;
 pub(crate) mod pins;
@@ -65,6 +65,7 @@ mod warm;
 
 pub use config::ArenaConfig;
 pub use error::AllocError;
+pub use owners::table_os_stats as owner_table_os_stats;
 
 use crate::stats::ArenaStats;
 

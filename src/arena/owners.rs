@@ -70,7 +70,7 @@ unsafe impl Sync for Owner {}
 /// The system calls the table made for its leaves so far.
 ///
 /// ```
-/// let s = warmarena::arena::owners::table_os_stats();
+/// let s = warmarena::arena::owner_table_os_stats();
 /// // Leaves are unmapped only when a racing thread installed one first.
 /// assert!(s.unmaps <= s.maps);
 /// ```

@@ -14,7 +14,7 @@ pub struct OsCounters {
     unmapped_bytes: AtomicU64,
 }
 
-/// A snapshot of [`OsCounters`].
+/// A snapshot of the system calls one owner (an arena, a pool) made.
 ///
 /// ```
 /// let c = warmarena::os::OsCounters::new();

@@ -63,7 +63,7 @@ impl std::error::Error for OsError {}
 /// The base page size of this machine, read once.
 ///
 /// ```
-/// assert!(warmarena::os::page_size().is_power_of_two());
+/// assert!(warmarena::page_size().is_power_of_two());
 /// ```
 pub fn page_size() -> usize {
     sys::page_size()
@@ -72,7 +72,7 @@ pub fn page_size() -> usize {
 /// Rounds `len` up to a whole number of pages; `None` on overflow.
 ///
 /// ```
-/// let p = warmarena::os::page_size();
+/// let p = warmarena::page_size();
 /// assert_eq!(warmarena::os::round_to_pages(1), Some(p));
 /// assert_eq!(warmarena::os::round_to_pages(usize::MAX), None);
 /// ```

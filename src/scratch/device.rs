@@ -201,7 +201,7 @@ pub unsafe trait Device: Send + Sync {
     }
 }
 
-/// Host memory through [`crate::os`]: each buffer is its own page-aligned
+/// Host memory through the OS layer (anonymous mappings): each buffer is its own page-aligned
 /// anonymous mapping, so freeing it returns the memory to the OS at once.
 ///
 /// ```

@@ -29,7 +29,7 @@
 //! run keeps its (detached) block, which is never handed out again.
 //!
 //! [`KernelContext`] is what kernels are written against, implemented by
-//! both contexts, so one executor (e.g. [`crate::net::Net::run`]) runs in
+//! both contexts, so one executor (e.g. `warmarena_net::Net::run`) runs in
 //! either mode.
 
 use super::context::{RunContext, SessionError};
@@ -239,7 +239,7 @@ enum State<'i> {
 /// A run context in planned mode (see the module documentation).
 ///
 /// ```
-/// use warmarena::net::{bytes::as_bytes, Net, NetConfig};
+/// use warmarena_net::{bytes::as_bytes, Net, NetConfig};
 /// use warmarena::session::{PlannedContext, Session};
 /// use warmarena::{ExecutionArena, IoArena};
 /// let net = Net::new(NetConfig::tiny(), 7);

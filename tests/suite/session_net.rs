@@ -4,10 +4,10 @@
 //! the graph's concurrent live set, computed here independently.
 
 use crate::support::{assert_warm_runs_cost_nothing, measure, ten_net_runs};
-use warmarena::net::{bytes::as_bytes, nodes::*, Net, NetConfig};
 use warmarena::session::{RunContext, Session};
 use warmarena::size_class::{capacity, class_of};
 use warmarena::{ExecutionArena, IoArena};
+use warmarena_net::{bytes::as_bytes, nodes::*, Net, NetConfig};
 
 fn cap(bytes: usize) -> usize {
     capacity(class_of(bytes).unwrap())

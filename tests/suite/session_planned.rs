@@ -5,7 +5,6 @@
 //! arena's peak is the height's class capacity.
 
 use crate::support::{assert_warm_runs_cost_nothing, ten_net_runs};
-use warmarena::net::{bytes::as_bytes, nodes::*, Net, NetConfig};
 use warmarena::planner::validate;
 use warmarena::planner::ViewMap;
 use warmarena::session::{
@@ -13,6 +12,7 @@ use warmarena::session::{
 };
 use warmarena::size_class::{capacity, class_of};
 use warmarena::{ExecutionArena, IoArena};
+use warmarena_net::{bytes::as_bytes, nodes::*, Net, NetConfig};
 
 fn prepared<'s, 'i>(s: &'s Session, cfg: NetConfig) -> PlannedContext<'s, 'i> {
     let mut ctx = PlannedContext::new(s).unwrap();

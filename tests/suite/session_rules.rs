@@ -1,9 +1,9 @@
 //! DESIGN.md rules 4, 5, 6 and 9 through the session API, on the example
 //! network.
 
-use warmarena::net::{bytes::as_bytes, Net, NetConfig, NetOutputs};
 use warmarena::session::{RunContext, Session};
 use warmarena::{ArenaKind, ExecutionArena, IoArena};
+use warmarena_net::{bytes::as_bytes, Net, NetConfig, NetOutputs};
 
 fn setup() -> (Net, Session) {
     let net = Net::new(NetConfig::tiny(), 3);

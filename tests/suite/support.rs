@@ -121,7 +121,7 @@ pub fn assert_warm_runs_cost_nothing(
 /// each after `clear`, outputs dropped: the warm loop the network tests
 /// measure.
 pub fn ten_net_runs<'i, C: warmarena::session::KernelContext<'i>>(
-    net: &warmarena::net::Net,
+    net: &warmarena_net::Net,
     ctx: &mut C,
     image: &'i [f32],
     clear: fn(&mut C),

@@ -10,7 +10,7 @@
 //! ```
 //!
 //! ```
-//! use warmarena::net::{Net, NetConfig};
+//! use warmarena_net::{Net, NetConfig};
 //! use warmarena::session::{RunContext, Session};
 //! use warmarena::{ExecutionArena, IoArena};
 //! let net = Net::new(NetConfig::tiny(), 7);
@@ -19,16 +19,16 @@
 //! let mut ctx = RunContext::new(&session);
 //! let out = net.run(&mut ctx, &image).unwrap();
 //! let (features, logits) = net.reference(&image);
-//! assert_eq!(out.features.as_slice(), warmarena::net::bytes::as_bytes(&features));
-//! assert_eq!(out.logits.as_slice(), warmarena::net::bytes::as_bytes(&logits));
+//! assert_eq!(out.features.as_slice(), warmarena_net::bytes::as_bytes(&features));
+//! assert_eq!(out.logits.as_slice(), warmarena_net::bytes::as_bytes(&logits));
 //! ```
 
 pub mod bytes;
 pub mod kernels;
 
-use crate::session::{GraphSpec, KernelContext, NodeId, OutputBuffer, SessionError};
-use crate::IoLease;
 use bytes::{as_bytes, f32s, f32s_mut, NotF32};
+use warmarena::session::{GraphSpec, KernelContext, NodeId, OutputBuffer, SessionError};
+use warmarena::IoLease;
 
 /// Node ids, in execution order.
 pub mod nodes {
@@ -121,10 +121,10 @@ impl NetConfig {
 impl NetConfig {
     /// Bytes of intermediate `name` (a value of [`Net::graph`] that is
     /// neither the input nor a declared output), for
-    /// [`crate::session::PlannedContext::prepare`].
+    /// [`warmarena::session::PlannedContext::prepare`].
     ///
     /// ```
-    /// let cfg = warmarena::net::NetConfig::tiny();
+    /// let cfg = warmarena_net::NetConfig::tiny();
     /// assert_eq!(cfg.value_bytes("c1"), Some(4 * 8 * 8 * 4));
     /// assert_eq!(cfg.value_bytes("nope"), None);
     /// ```
@@ -138,7 +138,7 @@ impl NetConfig {
     /// Bytes of `node`'s workspace (0 for a node without one).
     ///
     /// ```
-    /// use warmarena::net::{nodes::*, NetConfig};
+    /// use warmarena_net::{nodes::*, NetConfig};
     /// let cfg = NetConfig::tiny();
     /// assert_eq!(cfg.workspace_bytes(CONV1), 2 * 9 * 64 * 4);
     /// assert_eq!(cfg.workspace_bytes(RELU1), 0);
@@ -293,8 +293,8 @@ impl Net {
     /// allocates through `ctx`, intermediates are freed at their last use,
     /// and the two outputs are exported as leases.
     ///
-    /// `ctx` is a [`crate::session::RunContext`] (one arena buffer per
-    /// value) or a [`crate::session::PlannedContext`] (windows of one
+    /// `ctx` is a [`warmarena::session::RunContext`] (one arena buffer per
+    /// value) or a [`warmarena::session::PlannedContext`] (windows of one
     /// planned block; prepare it with [`NetConfig::value_bytes`] and
     /// [`NetConfig::workspace_bytes`]).
     pub fn run<'i, C: KernelContext<'i>>(

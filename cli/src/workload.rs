@@ -5,8 +5,8 @@
 
 use super::backend::Backend;
 use super::replay::Schedule;
-use crate::net::{kernels, nodes::*, Net};
-use crate::session::RunContext;
+use warmarena::session::RunContext;
+use warmarena_net::{kernels, nodes::*, Net};
 
 /// Views `len` bytes of a buffer as floats.
 ///
@@ -128,7 +128,7 @@ pub fn run_net_session<'i>(
     net: &Net,
     ctx: &mut RunContext<'_, 'i>,
     image: &'i [f32],
-) -> Option<Vec<crate::IoLease>> {
+) -> Option<Vec<warmarena::IoLease>> {
     ctx.clear();
     let out = net.run(ctx, image).ok()?;
     Some(vec![out.features, out.logits])

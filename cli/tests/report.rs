@@ -2,11 +2,11 @@
 //! promises asserted (never times). Its own test binary, so that RSS is
 //! not disturbed by other tests running beside it.
 
-use warmarena::cli::report::{cases, parse, run_ours, to_json, Workloads};
-use warmarena::cli::scenario::{Drive, Row, Scenario};
 use warmarena::faults::FaultCounter;
+use warmarena_cli::report::{cases, parse, run_ours, to_json, Workloads};
+use warmarena_cli::scenario::{Drive, Row, Scenario};
 
-fn options() -> warmarena::cli::report::ReportOptions {
+fn options() -> warmarena_cli::report::ReportOptions {
     let args: Vec<String> = ["--scale", "0.25", "--runs", "3", "--idle-ms", "30"]
         .iter()
         .map(|s| s.to_string())

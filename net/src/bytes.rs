@@ -13,8 +13,8 @@ pub struct NotF32 {
 /// let v = [0u32; 4];
 /// // SAFETY of the example: viewing a u32 array's bytes.
 /// let b = unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, 16) };
-/// assert_eq!(warmarena::net::bytes::f32s(b).unwrap().len(), 4);
-/// assert!(warmarena::net::bytes::f32s(&b[1..5]).is_err());
+/// assert_eq!(warmarena_net::bytes::f32s(b).unwrap().len(), 4);
+/// assert!(warmarena_net::bytes::f32s(&b[1..5]).is_err());
 /// ```
 pub fn f32s(b: &[u8]) -> Result<&[f32], NotF32> {
     if b.as_ptr() as usize % 4 != 0 || b.len() % 4 != 0 {
@@ -31,7 +31,7 @@ pub fn f32s(b: &[u8]) -> Result<&[f32], NotF32> {
 /// let mut v = [0u32; 2];
 /// // SAFETY of the example: viewing a u32 array's bytes.
 /// let b = unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, 8) };
-/// warmarena::net::bytes::f32s_mut(b).unwrap()[1] = 1.0;
+/// warmarena_net::bytes::f32s_mut(b).unwrap()[1] = 1.0;
 /// assert_eq!(v[1], 1.0f32.to_bits());
 /// ```
 pub fn f32s_mut(b: &mut [u8]) -> Result<&mut [f32], NotF32> {
@@ -46,7 +46,7 @@ pub fn f32s_mut(b: &mut [u8]) -> Result<&mut [f32], NotF32> {
 ///
 /// ```
 /// let x = [1.0f32, 2.0];
-/// assert_eq!(warmarena::net::bytes::as_bytes(&x).len(), 8);
+/// assert_eq!(warmarena_net::bytes::as_bytes(&x).len(), 8);
 /// ```
 pub fn as_bytes(x: &[f32]) -> &[u8] {
     // SAFETY: any f32 is 4 initialized bytes; the borrow is carried over.

@@ -3,10 +3,10 @@
 //! system calls, bytes from the OS, copies and time.
 
 use super::backend::Backend;
-use crate::faults::FaultCounter;
-use crate::stats::ArenaStats;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
+use warmarena::faults::FaultCounter;
+use warmarena::stats::ArenaStats;
 
 /// A scenario of the report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,7 +146,7 @@ pub fn rss_bytes() -> usize {
     std::fs::read_to_string("/proc/self/statm")
         .ok()
         .and_then(|s| s.split_whitespace().nth(1)?.parse::<usize>().ok())
-        .map(|pages| pages * crate::os::page_size())
+        .map(|pages| pages * warmarena::page_size())
         .unwrap_or(0)
 }
 

@@ -1,61 +1,35 @@
 //! `warmarena plan FILE`: plan a trace or graph and print its height against the lower bound.
 //!
-//! ```text
-//! warmarena plan FILE [--budget-ms N] [--out solution.csv] [--json]
-//! ```
-//!
 //! `FILE` is MiniMalloc's CSV (`id,lower,upper,size`) or the JSON graph
-//! format of [`crate::planner::parse_graph_json`] (chosen by a `.json`
+//! format of [`warmarena::planner::parse_graph_json`] (chosen by a `.json`
 //! extension or a leading `{`). The search stops after `--budget-ms`
 //! (default 1000) or when it proves the height optimal. `--out` writes the
 //! solution as CSV with an `offset` column; `--json` prints one object.
 
 use std::time::Instant;
 
-use crate::planner::{
+use warmarena::planner::{
     greedy_by_size, parse_csv, parse_graph_json, plan_with_budget, solve, write_csv, Budget,
     Buffer, PlanOptions, PlanStatus, SolveOptions, ValueId,
 };
 
-struct Args {
-    file: String,
-    budget_ms: u64,
-    out: Option<String>,
-    json: bool,
-}
-
-fn parse_args(args: &[String]) -> Result<Args, String> {
-    let usage = "usage: warmarena plan FILE [--budget-ms N] [--out solution.csv] [--json]";
-    let mut file = None;
-    let mut budget_ms = 1000;
-    let mut out = None;
-    let mut json = false;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--budget-ms" => {
-                let v = it.next().ok_or(usage)?;
-                budget_ms = v
-                    .parse()
-                    .map_err(|_| format!("--budget-ms: `{v}` is not a number"))?;
-            }
-            "--out" => out = Some(it.next().ok_or(usage)?.clone()),
-            "--json" => json = true,
-            "-h" | "--help" => return Err(usage.to_string()),
-            s if s.starts_with('-') => return Err(format!("unknown option `{s}`\n{usage}")),
-            s => {
-                if file.replace(s.to_string()).is_some() {
-                    return Err(usage.to_string());
-                }
-            }
-        }
-    }
-    Ok(Args {
-        file: file.ok_or(usage)?,
-        budget_ms,
-        out,
-        json,
-    })
+/// Options of `warmarena plan`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PlanArgs {
+    /// The trace (MiniMalloc CSV: `id,lower,upper,size`) or graph (JSON,
+    /// chosen by a `.json` extension or a leading `{`) to plan.
+    #[arg(value_name = "FILE")]
+    pub file: String,
+    /// Search budget in milliseconds; the search also stops when it proves
+    /// the height optimal.
+    #[arg(long, default_value_t = 1000)]
+    pub budget_ms: u64,
+    /// Write the solution as CSV with an `offset` column to this file.
+    #[arg(long, value_name = "solution.csv")]
+    pub out: Option<String>,
+    /// Print one JSON object instead of the text summary.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// What one planning run produced, ready to print.
@@ -71,9 +45,8 @@ struct Report {
     time_ms: f64,
 }
 
-/// Runs `warmarena plan` with the arguments after the subcommand name.
-pub fn main(args: &[String]) -> Result<(), String> {
-    let args = parse_args(args)?;
+/// Runs `warmarena plan` with parsed arguments.
+pub fn run(args: &PlanArgs) -> Result<(), String> {
     let text = std::fs::read_to_string(&args.file).map_err(|e| format!("{}: {e}", args.file))?;
     let start = Instant::now();
     let deadline = args.budget_ms as f64 / 1000.0;

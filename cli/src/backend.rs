@@ -4,10 +4,10 @@
 //! the others skip. Every back end gets the same requests; only warmarena
 //! uses the role (intermediate or output), because routing is its job.
 
-use crate::stats::ArenaStats;
-use crate::{Allocation, ExecutionArena, IoArena, IoLease};
 use std::alloc::{GlobalAlloc, Layout};
 use std::ptr::NonNull;
+use warmarena::stats::ArenaStats;
+use warmarena::{Allocation, ExecutionArena, IoArena, IoLease};
 
 /// One way of getting buffers for a run.
 pub trait Backend {

@@ -11,11 +11,11 @@ use super::replay::Schedule;
 use super::scenario::{drive, Drive, Row, Scenario};
 use super::trace::Trace;
 use super::workload::{run_net_on, run_net_session, TraceRun};
-use crate::faults::{FaultCounter, FaultSource};
-use crate::net::{Net, NetConfig};
-use crate::session::{RunContext, Session};
 use std::fmt::Write as _;
 use std::time::Duration;
+use warmarena::faults::{FaultCounter, FaultSource};
+use warmarena::session::{RunContext, Session};
+use warmarena_net::{Net, NetConfig};
 
 /// Options of `warmarena report`.
 #[derive(Debug, Clone)]
@@ -53,61 +53,91 @@ impl Default for ReportOptions {
     }
 }
 
-/// Parses the arguments after `report`.
-pub fn parse(args: &[String]) -> Result<ReportOptions, String> {
-    let mut o = ReportOptions::default();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut val = |name: &str| {
-            it.next()
-                .cloned()
-                .ok_or_else(|| format!("{name} needs a value"))
-        };
-        match a.as_str() {
-            "--runs" => o.runs = val("--runs")?.parse().map_err(|e| format!("--runs: {e}"))?,
-            "--trace" => o.trace = Some(val("--trace")?),
-            "--batch" => {
-                o.batch = val("--batch")?
-                    .parse()
-                    .map_err(|e| format!("--batch: {e}"))?
-            }
-            "--scale" => {
-                o.scale = val("--scale")?
-                    .parse()
-                    .map_err(|e| format!("--scale: {e}"))?
-            }
-            "--idle-ms" => {
-                o.idle_ms = val("--idle-ms")?
-                    .parse()
-                    .map_err(|e| format!("--idle-ms: {e}"))?
-            }
-            "--json" => o.json = Some(val("--json")?),
-            "--model" => {
-                o.model = val("--model")?;
-                if o.model != "transformer" && o.model != "cnn" {
-                    return Err("--model is `transformer` or `cnn`".into());
-                }
-            }
-            "--scenarios" => {
-                let v = val("--scenarios")?;
-                o.scenarios = v
-                    .split(',')
-                    .map(|s| match s.trim().parse::<usize>() {
-                        Ok(n @ 1..=6) => Ok(Scenario::ALL[n - 1]),
-                        _ => Err(format!("--scenarios: `{s}` is not 1..6")),
-                    })
-                    .collect::<Result<_, _>>()?;
-            }
-            other => return Err(format!("unknown option {other}")),
+/// The built-in large model of the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Model {
+    /// 4 layers, batch 8, sequence 256, hidden 768.
+    Transformer,
+    /// A CNN-shaped model with large activations.
+    Cnn,
+}
+
+/// Options of `warmarena report`, as given on the command line.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReportArgs {
+    /// Warm runs per scenario and back end (after the cold run); at least 1.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    pub runs: u64,
+    /// A MiniMalloc-format trace (`id,lower,upper,size`) to replay as the
+    /// large model instead of the built-in one.
+    #[arg(long, value_name = "FILE.csv")]
+    pub trace: Option<String>,
+    /// Size multiplier for a replayed trace.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch: u64,
+    /// Size multiplier for the built-in large model (1.0: about 460 MiB
+    /// written per run); positive.
+    #[arg(long, default_value_t = 1.0)]
+    pub scale: f64,
+    /// Idle time before each run in scenario 6, in milliseconds.
+    #[arg(long, default_value_t = 400)]
+    pub idle_ms: u64,
+    /// Also write every figure as JSON to this file (the tables still go to
+    /// standard output; the progress bar never goes to either).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<String>,
+    /// Scenarios to run, comma-separated (default: all): 1 outputs dropped,
+    /// 2 the last 8 runs' outputs held, 3 large intermediates, 4 alternating
+    /// shapes, 5 a one-off large run then `trim()`, 6 idle gaps.
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u8).range(1..=6))]
+    pub scenarios: Vec<u8>,
+    /// The built-in large model.
+    #[arg(long, value_enum, default_value_t = Model::Transformer)]
+    pub model: Model,
+}
+
+impl ReportArgs {
+    /// Checks the values clap cannot and turns them into [`ReportOptions`].
+    pub fn options(&self) -> Result<ReportOptions, String> {
+        if self.scale.is_nan() || self.scale <= 0.0 {
+            return Err("--scale must be positive".into());
         }
+        let scenarios = if self.scenarios.is_empty() {
+            Scenario::ALL.to_vec()
+        } else {
+            self.scenarios
+                .iter()
+                .map(|&n| Scenario::ALL[usize::from(n) - 1])
+                .collect()
+        };
+        Ok(ReportOptions {
+            runs: self.runs as usize,
+            trace: self.trace.clone(),
+            batch: self.batch as usize,
+            scale: self.scale,
+            idle_ms: self.idle_ms,
+            json: self.json.clone(),
+            scenarios,
+            model: match self.model {
+                Model::Transformer => "transformer".into(),
+                Model::Cnn => "cnn".into(),
+            },
+        })
     }
-    if o.runs == 0 {
-        return Err("--runs must be at least 1".into());
+}
+
+/// Parses the arguments after `report` (as the binary does) into options.
+pub fn parse(args: &[String]) -> Result<ReportOptions, String> {
+    #[derive(clap::Parser)]
+    struct Report {
+        #[command(flatten)]
+        args: ReportArgs,
     }
-    if o.scale.is_nan() || o.scale <= 0.0 {
-        return Err("--scale must be positive".into());
-    }
-    Ok(o)
+    let parsed = <Report as clap::Parser>::try_parse_from(
+        std::iter::once("report").chain(args.iter().map(String::as_str)),
+    )
+    .map_err(|e| e.to_string())?;
+    parsed.args.options()
 }
 
 /// Everything the workloads need, built before any measurement.
@@ -495,9 +525,9 @@ fn peers() -> Vec<PeerFn> {
     }
 }
 
-/// Runs `warmarena report` with the arguments after the subcommand name.
-pub fn main(args: &[String]) -> Result<(), String> {
-    let o = parse(args)?;
+/// Runs `warmarena report` with parsed arguments.
+pub fn run(args: &ReportArgs) -> Result<(), String> {
+    let o = args.options()?;
     let w = Workloads::build(&o)?;
     let source = FaultCounter::new().source();
     let net_peak = {
@@ -522,10 +552,13 @@ pub fn main(args: &[String]) -> Result<(), String> {
         if source == FaultSource::PerfEvents { "perf events" } else { "getrusage" },
         o.idle_ms
     );
+    let bar = crate::progress::steps(0);
     let rows = collect(&o, &w, |k, n, label| {
-        eprint!("\r[{}/{}] {label} ...            ", k + 1, n);
+        bar.set_length(n as u64);
+        bar.set_position(k as u64);
+        bar.set_message(label.to_string());
     })?;
-    eprintln!("\r{:60}", "");
+    bar.finish_and_clear();
     for case in &rows {
         let peak = if case[0].workload == "large-model" {
             w.large_peak()

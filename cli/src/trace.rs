@@ -25,7 +25,7 @@ impl Trace {
     /// `offset` column, if present, is ignored.
     ///
     /// ```
-    /// let t = warmarena::cli::trace::Trace::from_csv("id,lower,upper,size\n0,0,2,64\n1,1,3,32\n").unwrap();
+    /// let t = warmarena_cli::trace::Trace::from_csv("id,lower,upper,size\n0,0,2,64\n1,1,3,32\n").unwrap();
     /// assert_eq!(t.buffers.len(), 2);
     /// assert_eq!(t.concurrent_peak(), 96);
     /// ```
@@ -68,7 +68,7 @@ impl Trace {
     /// hold the trace in less.
     ///
     /// ```
-    /// use warmarena::cli::trace::{Trace, TraceBuffer};
+    /// use warmarena_cli::trace::{Trace, TraceBuffer};
     /// let t = Trace { buffers: vec![TraceBuffer { lower: 0, upper: 1, size: 5 }, TraceBuffer { lower: 1, upper: 2, size: 7 }] };
     /// assert_eq!(t.concurrent_peak(), 7);
     /// ```
@@ -99,7 +99,7 @@ impl Trace {
     /// workspaces that live for one step. Sizes are multiplied by `scale`.
     ///
     /// ```
-    /// let t = warmarena::cli::trace::Trace::synthetic_cnn(1.0);
+    /// let t = warmarena_cli::trace::Trace::synthetic_cnn(1.0);
     /// assert!(t.total_bytes() > 400 << 20);
     /// ```
     pub fn synthetic_cnn(scale: f64) -> Trace {
@@ -176,7 +176,7 @@ impl Trace {
     /// run writes about 560 MiB.
     ///
     /// ```
-    /// let t = warmarena::cli::trace::Trace::synthetic_transformer(1.0);
+    /// let t = warmarena_cli::trace::Trace::synthetic_transformer(1.0);
     /// assert!(t.total_bytes() > 400 << 20);
     /// ```
     pub fn synthetic_transformer(scale: f64) -> Trace {

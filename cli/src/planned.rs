@@ -6,10 +6,10 @@
 
 use super::backend::Backend;
 use super::replay::Schedule;
-use crate::planner::{plan_intervals, Buffer, PlanOptions};
-use crate::stats::ArenaStats;
-use crate::{Allocation, ExecutionArena, IoArena, IoLease};
 use std::cell::{Cell, RefCell};
+use warmarena::planner::{plan_intervals, Buffer, PlanOptions};
+use warmarena::stats::ArenaStats;
+use warmarena::{Allocation, ExecutionArena, IoArena, IoLease};
 
 /// One schedule's plan: the offset of the `k`-th intermediate allocation.
 struct Plan {
