@@ -85,15 +85,19 @@ def onnx_runs(steps, rounds):
     for _ in range(3):
         default.run(x)
         bound.run(x)
-    results = {"default": [], "bound": [], "default_held": [], "bound_held": []}
+    results = {"default": [], "bound": [], "default_held": [], "bound_held": [],
+               "bound_held_4k": []}
     for _ in range(rounds):
         results["default"].append(measure(lambda: default.run(x), steps))
         results["bound"].append(measure(lambda: bound.run(x), steps))
         # The caller keeps every output of `steps` runs, so each run needs
         # new output memory; fresh runners (and arenas) each round, warmed
         # up on released outputs first.
-        for side, runner in (("default_held", ex.DefaultRunner(model)),
-                             ("bound_held", ex.BoundRunner(model, wa.IoArena()))):
+        for side, runner in (
+            ("default_held", ex.DefaultRunner(model)),
+            ("bound_held", ex.BoundRunner(model, wa.IoArena())),
+            ("bound_held_4k", ex.BoundRunner(model, wa.IoArena(huge_pages=False))),
+        ):
             for _ in range(3):
                 runner.run(x)
             held = []
@@ -104,7 +108,8 @@ def onnx_runs(steps, rounds):
     for side, label in (("default", "ORT allocates outputs, released"),
                         ("bound", "outputs bound to IoArena.empty, released"),
                         ("default_held", "ORT allocates outputs, all kept"),
-                        ("bound_held", "outputs bound to IoArena.empty, all kept")):
+                        ("bound_held", "outputs bound to IoArena.empty, all kept"),
+                        ("bound_held_4k", "... IoArena(huge_pages=False), all kept")):
         f = statistics.median(r[0] for r in results[side])
         ms = statistics.median(r[1] for r in results[side])
         print(f"{label:44} {f:11.1f} {ms:8.2f}")
