@@ -269,3 +269,17 @@ def test_bad_arguments_raise_typed_exceptions():
         with scope:
             pass
     assert isinstance(wa.ScopeError("x"), RuntimeError)
+
+
+def test_a_request_the_arena_refuses_falls_back_and_numpy_raises():
+    arena = wa.ExecutionArena()
+    with wa.numpy_scope(arena) as scope:
+        before = arena.stats()
+        # 256 TiB: beyond the address space, so the arena and the C
+        # allocator both refuse and NumPy raises its MemoryError.
+        with pytest.raises(MemoryError):
+            np.empty(1 << 48, dtype=np.uint8)
+        assert arena.stats() == before, "a refused request leaves the arena as it was"
+        assert scope.stats()["fallback_allocs"] == 1
+        a = np.ones(100)  # the scope goes on serving
+    assert arena.stats()["live_buffers"] == 1 and a.sum() == 100

@@ -100,3 +100,63 @@ pub unsafe fn raw_capacity(ptr: *const u8) -> Option<usize> {
     let core = unsafe { core.as_ref() };
     core.live_block_at(ptr as usize).map(|(_, cap)| cap)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ExecutionArena, IoArena};
+
+    /// A raw buffer's address on its way to another thread, as a C caller
+    /// would pass it.
+    struct Raw(NonNull<u8>);
+    // SAFETY: the buffer is owned by whoever holds the `Raw`.
+    unsafe impl Send for Raw {}
+
+    #[test]
+    fn raw_buffers_are_freed_on_another_thread_after_the_handle_is_dropped() {
+        let arena = IoArena::new();
+        let a = arena.allocate(3 << 20, 64).unwrap().into_raw().unwrap();
+        let b = arena.allocate(100, 16).unwrap().into_raw().unwrap();
+        let probe = arena.clone();
+        drop(arena);
+        assert_eq!(probe.stats().live_buffers, 2);
+        let (a, b) = (Raw(a), Raw(b));
+        std::thread::spawn(move || {
+            let (a, b) = (a, b); // whole values move, not their fields
+                                 // SAFETY: raw buffers of ours, each freed once.
+            assert!(unsafe { free_raw(a.0.as_ptr()) });
+            // SAFETY: as above.
+            assert!(unsafe { free_raw(b.0.as_ptr()) });
+        })
+        .join()
+        .unwrap();
+        let s = probe.stats();
+        assert_eq!((s.live_buffers, s.frees, s.retained_buffers), (0, 2, 2));
+        // With no handle left at all, the last free releases the arena's
+        // state on the freeing thread (Miri and the sanitizers check it).
+        drop(probe);
+        let lone = ExecutionArena::new();
+        let p = Raw(lone.allocate(5000, 64).unwrap().into_raw().unwrap());
+        drop(lone);
+        let freed = std::thread::spawn(move || {
+            let p = p;
+            // SAFETY: the raw buffer, freed once; it kept the state alive.
+            unsafe { free_raw(p.0.as_ptr()) }
+        });
+        assert!(freed.join().unwrap());
+    }
+
+    #[test]
+    fn an_address_inside_a_buffer_changes_nothing() {
+        let arena = ExecutionArena::new();
+        let p = arena.allocate(4096, 64).unwrap().into_raw().unwrap();
+        // SAFETY: inside arena memory but not a buffer start: a no-op.
+        assert!(unsafe { free_raw(p.as_ptr().wrapping_add(64)) });
+        // SAFETY: we own the raw buffer at `p`.
+        assert_eq!(unsafe { raw_capacity(p.as_ptr().wrapping_add(64)) }, None);
+        assert_eq!(arena.stats().live_buffers, 1);
+        // SAFETY: the raw buffer, freed once.
+        assert!(unsafe { free_raw(p.as_ptr()) });
+        assert_eq!(arena.stats().live_buffers, 0);
+    }
+}
