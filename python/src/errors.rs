@@ -36,12 +36,20 @@ create_exception!(
     "The arena refused an allocation (zero or overflowing size, the OS refused memory). The arena is unchanged."
 );
 
+create_exception!(
+    warmarena,
+    ScopeError,
+    PyRuntimeError,
+    "A numpy_scope used out of order: entered a second time, or exited when not open."
+);
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("DtypeError", py.get_type::<DtypeError>())?;
     m.add("LayoutError", py.get_type::<LayoutError>())?;
     m.add("ShapeError", py.get_type::<ShapeError>())?;
     m.add("AllocationError", py.get_type::<AllocationError>())?;
+    m.add("ScopeError", py.get_type::<ScopeError>())?;
     Ok(())
 }
 

@@ -10,7 +10,9 @@
 //! - [`session`]: `Session`, the example network run through the session
 //!   path: inputs borrowed without a copy where they can be, outputs exported
 //!   to NumPy without a copy;
-//! - [`faults`]: `FaultCounter`, the page-fault counter of the calling thread.
+//! - [`faults`]: `FaultCounter`, the page-fault counter of the calling thread;
+//! - [`numpy_memory`]: `numpy_scope` / `set_numpy_arena`, a NEP 49 data
+//!   memory handler that serves NumPy's own array buffers from an arena.
 //!
 //! Ownership across the boundary: an exported array's base object owns the
 //! lease, and the lease keeps its arena's state alive, so an array outlives
@@ -23,6 +25,7 @@ pub mod arenas;
 pub mod errors;
 pub mod export;
 pub mod faults;
+pub mod numpy_memory;
 pub mod session;
 
 /// The extension module. It needs the GIL: a borrowed input is read by the
@@ -34,6 +37,9 @@ fn _warmarena(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<export::ExportedBuffer>()?;
     m.add_class::<session::Session>()?;
     m.add_class::<faults::FaultCounter>()?;
+    m.add_class::<numpy_memory::NumpyScope>()?;
+    m.add_function(wrap_pyfunction!(numpy_memory::numpy_scope, m)?)?;
+    m.add_function(wrap_pyfunction!(numpy_memory::set_numpy_arena, m)?)?;
     errors::register(m)?;
     Ok(())
 }

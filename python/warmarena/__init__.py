@@ -14,9 +14,12 @@ arenas are gone) and deleting it returns the buffer to its I/O arena.
 - :class:`Session`: the example network run in Rust over persistent arenas;
   ``run({"image": x})`` borrows a C-contiguous float32 ``x`` without a copy.
 - :class:`FaultCounter`: page faults of the calling thread, read in Rust.
+- :func:`numpy_scope` (a context manager, :class:`NumpyScope`) and
+  :func:`set_numpy_arena`: NumPy's own array data buffers (temporaries
+  included) from an arena, through a NEP 49 data memory handler.
 - Exceptions: :class:`DtypeError` (a ``TypeError``), :class:`LayoutError`
   and :class:`ShapeError` (``ValueError``), :class:`AllocationError`
-  (``MemoryError``).
+  (``MemoryError``), :class:`ScopeError` (``RuntimeError``).
 """
 
 from ._warmarena import (
@@ -27,8 +30,12 @@ from ._warmarena import (
     FaultCounter,
     IoArena,
     LayoutError,
+    NumpyScope,
+    ScopeError,
     Session,
     ShapeError,
+    numpy_scope,
+    set_numpy_arena,
 )
 
 __all__ = [
@@ -39,7 +46,11 @@ __all__ = [
     "FaultCounter",
     "IoArena",
     "LayoutError",
+    "NumpyScope",
+    "ScopeError",
     "Session",
     "ShapeError",
+    "numpy_scope",
+    "set_numpy_arena",
 ]
 __version__ = "0.1.0"

@@ -66,6 +66,10 @@ class ShapeError(ValueError):
 class AllocationError(MemoryError):
     """The arena refused an allocation; the arena is unchanged."""
 
+class ScopeError(RuntimeError):
+    """A :class:`NumpyScope` used out of order: entered a second time, or
+    exited when not open."""
+
 class _Arena:
     def __init__(
         self,
@@ -225,4 +229,57 @@ class FaultCounter:
     @property
     def source(self) -> Literal["perf_events", "getrusage"]: ...
 
+class NumpyScopeStats(TypedDict):
+    """What one scope's NumPy data memory handler did, over all threads."""
 
+    arena_allocs: int
+    """Buffers the arena served (``malloc``/``calloc``/moving ``realloc``)."""
+    arena_bytes: int
+    """Bytes asked for by those."""
+    zeroed: int
+    """``calloc``s served by a reused buffer, so zeroed by hand."""
+    fallback_allocs: int
+    """Requests the arena refused, served by the C allocator."""
+    arena_frees: int
+    """Arena buffers returned (on any thread, at any time)."""
+    fallback_frees: int
+    """C-allocator buffers freed."""
+    realloc_in_place: int
+    """``realloc``s that fit the buffer's capacity."""
+    realloc_moved: int
+    """``realloc``s that moved to a bigger buffer of the arena."""
+
+class NumpyScope:
+    """A context manager serving NumPy's array data buffers from an arena in
+    the current context (thread) while open; made by :func:`numpy_scope`,
+    entered once."""
+
+    def __enter__(self) -> NumpyScope:
+        """Installs the arena's NEP 49 handler for this context. A scope that
+        was entered before raises :class:`ScopeError`."""
+    def __exit__(self, *exc: object) -> bool:
+        """Restores the handler that was current on entry, also when the
+        block raised (the exception propagates). Not open:
+        :class:`ScopeError`."""
+    def stats(self) -> NumpyScopeStats:
+        """What this scope's handler did so far, over all threads, arrays
+        freed after the scope included."""
+    @property
+    def handler_name(self) -> str:
+        """``"warmarena_ExecutionArena"`` or ``"warmarena_IoArena"``: what
+        ``numpy._core.multiarray.get_handler_name()`` reports while open."""
+    @property
+    def state(self) -> Literal["ready", "open", "closed"]:
+        """Whether the scope is yet to be entered, open, or closed."""
+
+def numpy_scope(arena: ExecutionArena | IoArena) -> NumpyScope:
+    """A context manager serving every array data buffer NumPy allocates in
+    this context (thread), temporaries included, from ``arena`` while the
+    ``with`` block runs. Arrays made in it may be freed anywhere later (after
+    the scope, on another thread, after ``arena`` is deleted): each returns to
+    its arena. Anything but an arena raises ``TypeError``."""
+
+def set_numpy_arena(arena: ExecutionArena | IoArena | None) -> None:
+    """Serves NumPy's array data buffers from ``arena`` in the current context
+    (thread) from now on; ``None`` restores NumPy's default handler. Anything
+    else raises ``TypeError``."""

@@ -10,7 +10,9 @@ mod lease;
 #[cfg(all(test, loom))]
 mod loom_tests;
 mod memory;
+mod raw;
 
 pub use allocation::Allocation;
 pub use lease::{warmarena_lease_release, warmarena_lease_retain, IoLease};
 pub use memory::Memory;
+pub use raw::{free_raw, raw_capacity};
