@@ -1,6 +1,7 @@
 //! The `warmarena` binary's subcommands. The binary's `main` only dispatches here.
 
 pub mod backend;
+pub mod draw;
 pub mod plan;
 pub mod planned;
 pub mod replay;
