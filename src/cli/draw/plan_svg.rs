@@ -567,6 +567,22 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_plan_still_draws_a_frame() {
+        let p = PlanPicture {
+            title: "empty".into(),
+            buffers: vec![],
+            lower_bound: 0,
+            height: 0,
+            time_ms: 0.0,
+            optimal: true,
+        };
+        let svg = plan_svg(&p).unwrap();
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        assert!(texts(&doc).iter().any(|t| t.starts_with("height 0 B")));
+        assert!(texts(&doc).iter().any(|t| t.contains("no live bytes")));
+    }
+
+    #[test]
     fn sixty_thousand_buffers_keep_one_bare_shape_each() {
         let n = 60_000;
         let buffers: Vec<PlanBuffer> = (0..n)

@@ -278,6 +278,15 @@ mod tests {
     }
 
     #[test]
+    fn a_scenario_without_back_ends_still_gets_its_chart() {
+        let mut r = report(2);
+        r.scenarios[1].backends.clear();
+        let html = report_html(&r).unwrap();
+        assert_eq!(html.matches("<section class=\"scenario\">").count(), 2);
+        assert_eq!(html.matches("<svg").count(), 2);
+    }
+
+    #[test]
     fn nothing_is_fetched_from_anywhere() {
         let html = report_html(&report(2)).unwrap();
         for bad in [

@@ -53,6 +53,14 @@ fn write_sample_plans() {
         500_000,
         "plan.svg",
     );
+    // An instance whose plan stays above the lower bound: two lines.
+    let d = find(&["tests/data/minimalloc/D.1048576.csv"]).expect("tests/data");
+    plan_file(
+        &d,
+        "minimalloc D.1048576.csv (tests/data)",
+        500_000,
+        "plan_gap.svg",
+    );
     let data = std::env::var("WARMARENA_DATA").unwrap_or_else(|_| "../shared/data".into());
     match find(&[&format!("{data}/planner/iopddl/S_1.csv")]) {
         Some(s1) => plan_file(&s1, "iopddl S_1.csv", 0, "plan_large.svg"),
@@ -143,4 +151,45 @@ fn write_sample_report() {
     let dest = out_dir().join("report.html");
     std::fs::write(&dest, html).unwrap();
     println!("wrote {}", dest.display());
+}
+
+#[test]
+fn a_planned_tvm_instance_draws_one_rectangle_per_buffer() {
+    let path = find(&["tests/data/tvm/deep_speech.csv"]).expect("tests/data");
+    let inst = parse_csv(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let sol = solve(
+        &inst.buffers,
+        &SolveOptions::default(),
+        &Budget::nodes(u64::MAX),
+    )
+    .unwrap();
+    let p = plan_picture_of_solution("deep_speech", &inst.ids, &inst.buffers, &sol, 1.0);
+    let svg = plan_svg(&p).unwrap();
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    let titles: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.attribute("class") == Some("buf"))
+        .filter_map(|n| n.first_element_child()?.text())
+        .collect();
+    assert_eq!(titles.len(), inst.buffers.len());
+    assert_eq!(titles.len(), 184);
+    let first = &inst.buffers[0];
+    let expect = format!("{}: {} B (", inst.ids[0], first.size);
+    assert!(titles[0].starts_with(&expect), "{}", titles[0]);
+    assert!(titles[0].ends_with(&format!(
+        "live [{}, {}), offset {}",
+        first.lower, first.upper, sol.placement.offsets[0]
+    )));
+    // README: deep_speech packs at its lower bound, 100352 bytes.
+    let header = doc
+        .descendants()
+        .filter_map(|n| n.text())
+        .find(|t| t.trim().starts_with("height 1"))
+        .unwrap();
+    assert!(
+        header
+            .trim()
+            .starts_with("height 100352 B (98 KiB) = 1.0000 × LB, optimal"),
+        "{header}"
+    );
 }
