@@ -51,8 +51,8 @@ struct Bar {
 struct Panel<'a> {
     caption: &'a str,
     bars: Vec<Bar>,
-    /// A dashed horizontal reference line and its label.
-    reference: Option<(f64, &'a str)>,
+    /// A dashed horizontal reference line (the caption says what it is).
+    reference: Option<f64>,
 }
 
 /// The scenario's four panels as one SVG document.
@@ -92,7 +92,7 @@ pub(crate) fn scenario_svg(s: &ScenarioPicture) -> Result<String, DrawError> {
         };
         draw_panel(&areas[1], &faults, &names, &colors, log_range(&faults))?;
         let rss = Panel {
-            caption: "RSS growth / live peak",
+            caption: "RSS growth / live peak (dashed: 1 = the live peak)",
             bars: s
                 .backends
                 .iter()
@@ -105,7 +105,7 @@ pub(crate) fn scenario_svg(s: &ScenarioPicture) -> Result<String, DrawError> {
                     }
                 })
                 .collect(),
-            reference: Some((1.0, "= live peak")),
+            reference: Some(1.0),
         };
         let top = rss.bars.iter().filter_map(|b| b.value).fold(1.0, f64::max);
         draw_panel(&areas[2], &rss, &names, &colors, 0.0..top * 1.25)?;
@@ -213,7 +213,7 @@ where
         chart.draw_series([EmptyElement::at((SegmentValue::CenterOf(k32), label_at))
             + Text::new(bar.label.clone(), (0, -3), text)])?;
     }
-    if let Some((v, label)) = p.reference {
+    if let Some(v) = p.reference {
         let ends = [(SegmentValue::Exact(0), v), (SegmentValue::Exact(n), v)];
         chart.draw_series([DashedPathElement::new(
             ends,
@@ -221,12 +221,6 @@ where
             5,
             BLACK.mix(0.7).stroke_width(1),
         )])?;
-        let style = (FONT, 15)
-            .into_font()
-            .color(&BLACK)
-            .pos(Pos::new(HPos::Right, VPos::Bottom));
-        chart.draw_series([EmptyElement::at((SegmentValue::Exact(n), v))
-            + Text::new(label.to_string(), (-4, -2), style)])?;
     }
     Ok(())
 }

@@ -135,7 +135,7 @@ pub fn report_html(r: &ReportPicture) -> Result<String, DrawError> {
     Ok(s)
 }
 
-/// Every back end of the report with its colour, in first-seen order.
+/// Every back end of the report with its colour.
 fn write_legend(s: &mut String, r: &ReportPicture) {
     let mut seen: Vec<&str> = Vec::new();
     for b in r.scenarios.iter().flat_map(|sc| &sc.backends) {
@@ -143,6 +143,9 @@ fn write_legend(s: &mut String, r: &ReportPicture) {
             seen.push(&b.name);
         }
     }
+    // The usual back ends in their usual order, then any others as met.
+    const ORDER: [&str; 5] = ["warmarena", "planned", "glibc", "mimalloc", "jemalloc"];
+    seen.sort_by_key(|n| ORDER.iter().position(|o| o == n).unwrap_or(ORDER.len()));
     s.push_str("<p class=\"legend\">");
     for name in seen {
         let _ = write!(s, "<span>{}{}</span>", swatch(name), escape(name));
@@ -284,6 +287,28 @@ mod tests {
         let html = report_html(&r).unwrap();
         assert_eq!(html.matches("<section class=\"scenario\">").count(), 2);
         assert_eq!(html.matches("<svg").count(), 2);
+    }
+
+    #[test]
+    fn the_legend_lists_back_ends_in_their_usual_order() {
+        let mut r = report(1);
+        r.scenarios[0].backends.reverse();
+        r.scenarios[0]
+            .backends
+            .push(figures("tcmalloc", 1.0, 0, 0, 1.0));
+        let html = report_html(&r).unwrap();
+        let legend = &html[html.find("<p class=\"legend\">").unwrap()..];
+        let legend = &legend[..legend.find("</p>").unwrap()];
+        let at = |n: &str| legend.find(&format!("</i>{n}</span>")).unwrap();
+        let order = [
+            "warmarena",
+            "planned",
+            "glibc",
+            "mimalloc",
+            "jemalloc",
+            "tcmalloc",
+        ];
+        assert!(order.windows(2).all(|w| at(w[0]) < at(w[1])), "{legend}");
     }
 
     #[test]

@@ -193,3 +193,34 @@ fn a_planned_tvm_instance_draws_one_rectangle_per_buffer() {
         "{header}"
     );
 }
+
+#[test]
+#[ignore = "runs two report scenarios (about a minute in release) and writes target/pictures/report_measured.html"]
+fn write_measured_report() {
+    use super::convert::{command_line, machine_line, report_picture};
+    use crate::cli::report::{collect, ReportOptions, Workloads};
+    use crate::cli::scenario::Scenario;
+    let o = ReportOptions {
+        runs: 3,
+        scale: 0.25,
+        idle_ms: 50,
+        scenarios: vec![Scenario::DropOutputs, Scenario::OneOffThenTrim],
+        ..ReportOptions::default()
+    };
+    let w = Workloads::build(&o).unwrap();
+    let rows = collect(&o, &w, |_, _, _| {}).unwrap();
+    let peak = w.large_peak();
+    let pic = report_picture(
+        &rows,
+        |r| if r.workload == "large-model" { peak } else { 0 },
+        machine_line(),
+        command_line(),
+        vec![format!("{}; 3 warm runs per back end", w.large_label)],
+    );
+    assert_eq!(pic.scenarios.len(), rows.len());
+    let html = report_html(&pic).unwrap();
+    assert_eq!(html.matches("<svg").count(), rows.len());
+    let dest = out_dir().join("report_measured.html");
+    std::fs::write(&dest, html).unwrap();
+    println!("wrote {}", dest.display());
+}
