@@ -138,6 +138,21 @@ pub fn plan_picture_of_plan(
 
 /// One back end's figures from a report row; `live_peak` is the workload's
 /// live peak in bytes (0: unknown).
+///
+/// ```
+/// use warmarena::cli::draw::convert::backend_figures;
+/// use warmarena::cli::scenario::{Row, RunCost, Scenario};
+/// let run = |faults, nanos| RunCost { minor_faults: faults, nanos, syscalls: None, system_bytes: None };
+/// let row = Row {
+///     scenario: Scenario::DropOutputs, workload: "large-model", backend: "glibc",
+///     cold: run(900, 5_000_000), warm: vec![run(800, 3_000_000), run(850, 2_000_000), run(820, 4_000_000)],
+///     rss_before: 0, rss_after: 50 << 20, warm_copies: 0, arena: None, trim: None, outputs_per_run: 1,
+/// };
+/// let f = backend_figures(&row, 100 << 20);
+/// assert_eq!((f.cold_faults, f.warm_faults, f.syscalls), (900, 820, None));
+/// assert_eq!((f.warm_ms_median, f.warm_ms_min, f.warm_ms_max), (3.0, 2.0, 4.0));
+/// assert_eq!(f.rss_over_peak(), Some(0.5));
+/// ```
 pub fn backend_figures(r: &Row, live_peak: usize) -> BackendFigures {
     let (lo, hi) = r.warm_nanos_range();
     BackendFigures {
@@ -155,7 +170,14 @@ pub fn backend_figures(r: &Row, live_peak: usize) -> BackendFigures {
     }
 }
 
-/// One scenario's picture from its rows (one per back end, in report order).
+/// One scenario's picture from its rows (one per back end, in report order):
+/// titled after the first row, with a note per trimmed back end.
+///
+/// ```
+/// use warmarena::cli::draw::convert::scenario_picture;
+/// let s = scenario_picture(&[], 0);
+/// assert!(s.title.is_empty() && s.backends.is_empty());
+/// ```
 pub fn scenario_picture(rows: &[Row], live_peak: usize) -> ScenarioPicture {
     let title = rows.first().map_or_else(String::new, |r| {
         format!(
@@ -193,6 +215,12 @@ pub fn scenario_picture(rows: &[Row], live_peak: usize) -> ScenarioPicture {
 
 /// The report's picture from every case's rows (as `report::collect`
 /// returns them); `live_peak(row)` gives the row's workload live peak.
+///
+/// ```
+/// use warmarena::cli::draw::convert::report_picture;
+/// let r = report_picture(&[], |_| 0, "machine".into(), "warmarena report".into(), vec![]);
+/// assert_eq!((r.machine.as_str(), r.scenarios.len()), ("machine", 0));
+/// ```
 pub fn report_picture(
     cases: &[Vec<Row>],
     live_peak: impl Fn(&Row) -> usize,
@@ -213,6 +241,10 @@ pub fn report_picture(
 }
 
 /// This machine in one line: CPU model, logical CPUs, kernel.
+///
+/// ```
+/// assert!(warmarena::cli::draw::convert::machine_line().contains("logical CPUs"));
+/// ```
 pub fn machine_line() -> String {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let model = cpuinfo
@@ -231,6 +263,10 @@ pub fn machine_line() -> String {
 }
 
 /// This process's command line, arguments joined by spaces.
+///
+/// ```
+/// assert!(!warmarena::cli::draw::convert::command_line().is_empty());
+/// ```
 pub fn command_line() -> String {
     std::env::args().collect::<Vec<_>>().join(" ")
 }

@@ -24,6 +24,11 @@ pub use report_html::{report_html, BackendFigures, ReportPicture, ScenarioPictur
 use std::fmt;
 
 /// Why a picture could not be drawn (an error of the drawing backend).
+///
+/// ```
+/// use warmarena::cli::draw::DrawError;
+/// assert_eq!(DrawError("no room".into()).to_string(), "drawing failed: no room");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DrawError(pub String);
 

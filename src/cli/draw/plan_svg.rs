@@ -211,6 +211,15 @@ fn chart<'a, 'b>(
 /// Up to [`TITLE_LIMIT`] buffers each rectangle has a hover title and an
 /// outline; above, the rectangles are bare (still one per buffer) and the
 /// header says so.
+///
+/// ```
+/// use warmarena::cli::draw::{plan_svg, PlanBuffer, PlanPicture};
+/// let one = PlanBuffer { id: "x".into(), size: 64, start: 0, end: 1, offset: 0 };
+/// let p = PlanPicture { title: "one".into(), buffers: vec![one], lower_bound: 64,
+///     height: 64, time_ms: 0.0, optimal: true };
+/// let svg = plan_svg(&p).unwrap();
+/// assert!(svg.starts_with("<svg") && svg.contains("<title>x: 64 B (64 B), live [0, 1), offset 0</title>"));
+/// ```
 pub fn plan_svg(p: &PlanPicture) -> Result<String, DrawError> {
     let frame = Frame::of(p);
     let peak = peak_windows(&p.buffers);

@@ -116,6 +116,14 @@ th:first-child,td:first-child{text-align:left}th{background:#f6f6f6}\
 /// chart and a table of the same figures. The inline SVGs carry no `xmlns`
 /// (HTML puts `<svg>` in the SVG namespace itself), so the file holds no
 /// URL at all.
+///
+/// ```
+/// use warmarena::cli::draw::{report_html, ReportPicture};
+/// let r = ReportPicture { title: "empty".into(), machine: "m".into(), command: "c".into(),
+///     notes: vec![], scenarios: vec![] };
+/// let html = report_html(&r).unwrap();
+/// assert!(html.starts_with("<!DOCTYPE html>") && html.contains("<h1>empty</h1>"));
+/// ```
 pub fn report_html(r: &ReportPicture) -> Result<String, DrawError> {
     let mut s = String::new();
     s.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n");
