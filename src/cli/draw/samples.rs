@@ -20,8 +20,15 @@ fn find(candidates: &[&str]) -> Option<PathBuf> {
         .find(|p| p.exists())
 }
 
+/// `target/pictures` of the workspace (the folder holding `Cargo.lock`),
+/// wherever this crate sits in it.
 fn out_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/pictures");
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = here
+        .ancestors()
+        .find(|d| d.join("Cargo.lock").exists())
+        .unwrap_or(here);
+    let dir = root.join("target/pictures");
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
