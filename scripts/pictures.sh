@@ -14,5 +14,6 @@ shot() { # FILE PNG WIDTH,HEIGHT
 shot plan.svg docs/plan.png 1400,860
 shot report.html docs/report.png 1400,1150
 shot plan_gap.svg "$out/plan_gap.png" 1400,860
+shot plan_small.svg "$out/plan_small.png" 1400,860
 if [ -f "$out/plan_large.svg" ]; then shot plan_large.svg "$out/plan_large.png" 1400,860; fi
 ls -l docs/plan.png docs/report.png

@@ -410,7 +410,7 @@ fn draw_header(
         p.lower_bound,
         super::svg_text::human_bytes(p.lower_bound as f64),
         p.buffers.len(),
-        trim_number(p.time_ms, 1)
+        trim_number(p.time_ms, if p.time_ms < 10.0 { 3 } else { 1 })
     );
     root.draw_text(&figures, &(FONT, 20).into_font().color(&BLACK), (x, 42))?;
     let y = 82;

@@ -68,6 +68,9 @@ fn write_sample_plans() {
         500_000,
         "plan_gap.svg",
     );
+    // Ten buffers over a dozen steps: integer time ticks only.
+    let t = find(&["tests/data/tvm/simple.csv"]).expect("tests/data");
+    plan_file(&t, "tvm simple.csv (tests/data)", 500_000, "plan_small.svg");
     let data = std::env::var("WARMARENA_DATA").unwrap_or_else(|_| "../shared/data".into());
     match find(&[&format!("{data}/planner/iopddl/S_1.csv")]) {
         Some(s1) => plan_file(&s1, "iopddl S_1.csv", 0, "plan_large.svg"),
