@@ -2,9 +2,10 @@
 //! (`global::set_default`) and thread-life scopes (`global::enter_for_thread`)
 //! under the installed scoped global allocator, with rayon as the pool.
 //!
-//! One `#[test]` runs every check in turn: the checks count the system
-//! allocator's calls on every thread (`CountingSystem::calls_all_threads`)
-//! and the process's page faults, so nothing else may run beside them.
+//! No test harness (`harness = false`): `main` runs every check in turn,
+//! because the checks count the system allocator's calls on every thread
+//! (`CountingSystem::calls_all_threads`) and the process's page faults, so
+//! no other thread (libtest's own included) may allocate beside them.
 
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,25 +26,28 @@ fn process_faults() -> u64 {
     }
 }
 
-/// One parallel step of the workload: each task makes temporaries of
-/// 64 KiB to 4 MiB, writes every byte, and returns a checksum.
+/// One task of the workload: temporaries of 64 KiB to 4 MiB, every byte
+/// written, and a checksum.
+fn task(k: usize, chunk: &[f32]) -> f64 {
+    let mut sum = 0.0f64;
+    for size in [16 << 10, 64 << 10, 256 << 10, 1 << 20] {
+        // f32 elements: 64 KiB, 256 KiB, 1 MiB, 4 MiB temporaries.
+        let mut tmp = vec![0f32; size];
+        for (i, t) in tmp.iter_mut().enumerate() {
+            *t = chunk[i % chunk.len()] * (k + 1) as f32;
+        }
+        sum += tmp.iter().step_by(997).map(|&x| x as f64).sum::<f64>();
+    }
+    sum
+}
+
+/// One parallel step: the tasks on the pool, results collected in order.
 fn step(pool: &rayon::ThreadPool, input: &[f32]) -> Vec<f64> {
     pool.install(|| {
         input
             .par_chunks(4096)
             .enumerate()
-            .map(|(k, chunk)| {
-                let mut sum = 0.0f64;
-                for size in [16 << 10, 64 << 10, 256 << 10, 1 << 20] {
-                    // f32 elements: 64 KiB, 256 KiB, 1 MiB, 4 MiB temporaries.
-                    let mut tmp = vec![0f32; size];
-                    for (i, t) in tmp.iter_mut().enumerate() {
-                        *t = chunk[i % chunk.len()] * (k + 1) as f32;
-                    }
-                    sum += tmp.iter().step_by(997).map(|&x| x as f64).sum::<f64>();
-                }
-                sum
-            })
+            .map(|(k, chunk)| task(k, chunk))
             .collect()
     })
 }
@@ -64,29 +68,45 @@ fn pool_in(arena: Option<&ExecutionArena>) -> rayon::ThreadPool {
 
 fn warm_pool_runs_take_no_fault_and_no_system_allocation() {
     let input: Vec<f32> = (0..64 * 4096).map(|i| (i % 251) as f32 * 0.5).collect();
-    let reference = step(&pool_in(None), &input);
+    // The unscoped result, computed on this thread: a pool made and dropped
+    // here would still be tearing its threads down (with system
+    // allocations) while the warm runs are counted.
+    let reference: Vec<f64> = input
+        .chunks(4096)
+        .enumerate()
+        .map(|(k, c)| task(k, c))
+        .collect();
 
     let arena = ExecutionArena::new();
     let pool = pool_in(Some(&arena));
     let _main = global::enter(&arena);
     let first = step(&pool, &input);
     assert_eq!(first, reference, "same results as unscoped");
+    drop(first); // else the first warm run's results need a buffer of their own
+    drop(step(&pool, &input)); // a second warm-up run (see below)
+                               // Which worker runs which task changes from run to run, so one run may
+                               // not have had both workers inside the same size class at once; a warm
+                               // run that does would take a buffer the arena never held (a cold
+                               // allocation: pages to fault, metadata to grow). Warm-up therefore is
+                               // two runs plus one task on every worker at the same moment.
+    let all_at_once = std::sync::Barrier::new(2);
+    pool.broadcast(|ctx| {
+        all_at_once.wait();
+        task(ctx.index(), &input[..4096]);
+    });
     let (faults0, calls0) = (process_faults(), CountingSystem::calls_all_threads());
     let cold0 = arena.stats().cold_allocations;
-    for run in 0..10 {
+    let mut per_run = [(0u64, 0u64); 10];
+    for (run, slot) in per_run.iter_mut().enumerate() {
         let (c0, f0) = (arena.stats().cold_allocations, process_faults());
         let out = step(&pool, &input);
-        assert_eq!(out, reference, "run {run}");
-        println!(
-            "run {run}: cold {} faults {}",
-            arena.stats().cold_allocations - c0,
-            process_faults() - f0
-        );
+        assert!(out == reference, "run {run}");
+        *slot = (arena.stats().cold_allocations - c0, process_faults() - f0);
     }
     let faults = process_faults() - faults0;
     let calls = CountingSystem::calls_all_threads() - calls0;
     let cold = arena.stats().cold_allocations - cold0;
-    println!("10 warm pool runs: {faults} process faults, {calls} system allocations, {cold} cold arena allocations");
+    println!("10 warm pool runs: {faults} process faults, {calls} system allocations, {cold} cold arena allocations; (cold, faults) per run: {per_run:?}");
     assert_eq!(calls, 0, "no thread called the system allocator");
     assert_eq!(faults, 0, "no page fault in the whole process");
     drop(_main);
@@ -123,9 +143,10 @@ fn default_serves_threads_without_a_scope_until_cleared() {
 fn default_changes_while_threads_allocate() {
     let arenas = [ExecutionArena::new(), ExecutionArena::new()];
     let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let workers: Vec<_> = (0..3)
         .map(|t| {
-            let stop = stop.clone();
+            let (stop, done) = (stop.clone(), done.clone());
             std::thread::spawn(move || {
                 let mut kept: Vec<Vec<u64>> = Vec::new();
                 let mut n = 0u64;
@@ -137,12 +158,17 @@ fn default_changes_while_threads_allocate() {
                         assert!(old.iter().enumerate().all(|(i, &x)| x == i as u64 ^ t));
                     }
                     n += 1;
+                    done.fetch_add(1, Ordering::Relaxed);
                 }
                 n
             })
         })
         .collect();
-    for k in 0..300 {
+    // At least 300 changes, and until the workers have done 20 000
+    // operations between them (so changes land in the middle of their work).
+    let mut k = 0;
+    while k < 300 || done.load(Ordering::Relaxed) < 20_000 {
+        k += 1;
         match k % 3 {
             0 => global::set_default(&arenas[0]),
             1 => global::set_default(&arenas[1]),
@@ -153,7 +179,7 @@ fn default_changes_while_threads_allocate() {
     global::clear_default();
     stop.store(true, Ordering::Relaxed);
     let ops: u64 = workers.into_iter().map(|w| w.join().unwrap()).sum();
-    assert!(ops > 0);
+    assert!(ops >= 20_000);
     for a in &arenas {
         assert_eq!(
             a.stats().live_buffers,
@@ -234,11 +260,32 @@ fn pool_threads_exit_with_live_memory_and_outlive_the_owner() {
     assert_eq!(probe.stats().live_buffers, live - 2);
 }
 
-#[test]
-fn pool_scope() {
-    warm_pool_runs_take_no_fault_and_no_system_allocation();
-    default_serves_threads_without_a_scope_until_cleared();
-    default_changes_while_threads_allocate();
-    memory_crosses_between_a_scoped_main_thread_and_pool_workers();
-    pool_threads_exit_with_live_memory_and_outlive_the_owner();
+fn main() {
+    let checks: [(&str, fn()); 5] = [
+        (
+            "warm_pool_runs_take_no_fault_and_no_system_allocation",
+            warm_pool_runs_take_no_fault_and_no_system_allocation,
+        ),
+        (
+            "default_serves_threads_without_a_scope_until_cleared",
+            default_serves_threads_without_a_scope_until_cleared,
+        ),
+        (
+            "default_changes_while_threads_allocate",
+            default_changes_while_threads_allocate,
+        ),
+        (
+            "memory_crosses_between_a_scoped_main_thread_and_pool_workers",
+            memory_crosses_between_a_scoped_main_thread_and_pool_workers,
+        ),
+        (
+            "pool_threads_exit_with_live_memory_and_outlive_the_owner",
+            pool_threads_exit_with_live_memory_and_outlive_the_owner,
+        ),
+    ];
+    for (name, check) in checks {
+        check(); // a failed assertion panics: the process exits non-zero
+        println!("test {name} ... ok");
+    }
+    println!("pool_scope: {} passed, 0 failed", checks.len());
 }
