@@ -1,7 +1,8 @@
 //! Trace replays through `allocator_api2`, warmarena against mimalloc in one
 //! process: per replay, the median warm run time as a ratio to mimalloc's,
 //! the warm faults, and RSS growth over the replay as a ratio to the live
-//! peak and to mimalloc's.
+//! peak and to mimalloc's, and the share of that growth backed by
+//! transparent huge pages (`AnonHugePages`, "THP").
 //!
 //! `cargo bench --bench replay` (traces from `$WARMARENA_DATA/planner`,
 //! default `../shared/data/planner`; `WARMARENA_REPLAY_MAX_PEAK` bytes
@@ -13,7 +14,9 @@
 #[path = "../tests/common/replay.rs"]
 mod replay;
 
-use replay::{load_traces, planner_data, rss_bytes, Api2, Backend, Global, Replay};
+use replay::{
+    anon_huge_bytes, load_traces, planner_data, rss_bytes, Api2, Backend, Global, Replay,
+};
 use std::time::Instant;
 use warmarena::faults::FaultCounter;
 use warmarena::ExecutionArena;
@@ -24,12 +27,15 @@ struct Outcome {
     warm_ms: f64,
     warm_faults: u64,
     rss: usize,
+    /// Growth of huge-page-backed memory over the replay.
+    huge: usize,
 }
 
 fn drive<B: Backend>(b: &B, shapes: &[&Replay], align: usize) -> Outcome {
     let n = shapes.iter().map(|r| r.sizes.len()).max().unwrap_or(0);
     let mut slots = vec![core::ptr::null_mut(); n];
     let rss0 = rss_bytes();
+    let huge0 = anon_huge_bytes();
     let mut counter = FaultCounter::new();
     for r in shapes {
         assert!(r.run(b, align, 0, &mut slots));
@@ -50,6 +56,7 @@ fn drive<B: Backend>(b: &B, shapes: &[&Replay], align: usize) -> Outcome {
         warm_ms: times[times.len() / 2],
         warm_faults: faults,
         rss: rss_bytes().saturating_sub(rss0),
+        huge: anon_huge_bytes().saturating_sub(huge0),
     }
 }
 
@@ -82,7 +89,7 @@ fn main() {
         ]);
     }
     println!(
-        "{:<44} {:>9} {:>9} {:>8} {:>7} {:>9} {:>9} {:>8}",
+        "{:<44} {:>9} {:>9} {:>8} {:>7} {:>9} {:>9} {:>8} {:>7} {:>7}",
         "replay (align 64)",
         "peak MiB",
         "wa ms",
@@ -90,7 +97,9 @@ fn main() {
         "wa flt",
         "wa RSS/pk",
         "mi RSS/pk",
-        "RSS wa/mi"
+        "RSS wa/mi",
+        "wa THP",
+        "mi THP"
     );
     for set in &sets {
         let name = set
@@ -116,7 +125,7 @@ fn main() {
         };
         let pk = peak as f64;
         println!(
-            "{:<44} {:>9.1} {:>9.3} {:>8.3} {:>7} {:>9.2} {:>9.2} {:>8.2}",
+            "{:<44} {:>9.1} {:>9.3} {:>8.3} {:>7} {:>9.2} {:>9.2} {:>8.2} {:>7.2} {:>7.2}",
             name,
             pk / (1 << 20) as f64,
             wa.warm_ms,
@@ -124,7 +133,9 @@ fn main() {
             wa.warm_faults,
             wa.rss as f64 / pk,
             mi.rss as f64 / pk,
-            wa.rss as f64 / mi.rss.max(1) as f64
+            wa.rss as f64 / mi.rss.max(1) as f64,
+            wa.huge as f64 / wa.rss.max(1) as f64,
+            mi.huge as f64 / mi.rss.max(1) as f64
         );
     }
 }

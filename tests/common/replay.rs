@@ -244,6 +244,19 @@ pub fn load_traces(dir: &std::path::Path, families: &[&str]) -> Vec<(String, Vec
     out
 }
 
+/// Bytes of this process's anonymous memory backed by transparent huge
+/// pages (`AnonHugePages` of `/proc/self/smaps_rollup`).
+pub fn anon_huge_bytes() -> usize {
+    std::fs::read_to_string("/proc/self/smaps_rollup")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("AnonHugePages:"))?;
+            line.split_whitespace().nth(1)?.parse::<usize>().ok()
+        })
+        .map(|kib| kib << 10)
+        .unwrap_or(0)
+}
+
 /// Resident set size of this process in bytes (`/proc/self/statm`).
 pub fn rss_bytes() -> usize {
     std::fs::read_to_string("/proc/self/statm")
