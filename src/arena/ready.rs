@@ -13,7 +13,7 @@
 //! class is ever materialized, so retention costs no more than the workload
 //! touched.
 
-use super::blocks::{BlockState, DEDICATED};
+use super::blocks::{DEDICATED, NIL};
 use super::state::ArenaState;
 use crate::os::{self, OsCounters};
 use core::ptr::NonNull;
@@ -65,18 +65,20 @@ impl ArenaState {
         }
     }
 
-    /// Every retained block of class `c` ready up to the class's high water.
-    /// O(blocks), and only when a class serves a request larger than any
-    /// before.
+    /// Every retained block of class `c` ready up to the class's high water:
+    /// a walk of the class's retained buffers, oldest first, only when the
+    /// class serves a request larger than any before.
     fn raise_retained(&mut self, c: usize, os: &OsCounters) {
-        for j in 0..self.table.len() as u32 {
-            let warm = self
-                .table
-                .get(j)
-                .is_some_and(|b| b.state == BlockState::Warm && b.class as usize == c);
-            if warm {
-                self.materialize(j, self.high[c], os);
-            }
+        let newest = self.warm.newest(c);
+        let mut j = self.warm.oldest(c);
+        while j != NIL && j != newest {
+            // Links do not change while blocks are materialized.
+            let next = self.table.get(j).map_or(NIL, |b| b.next);
+            self.materialize(j, self.high[c], os);
+            j = next;
+        }
+        if newest != NIL {
+            self.materialize(newest, self.high[c], os);
         }
     }
 
@@ -103,7 +105,11 @@ impl ArenaState {
                 // SAFETY: [start, end) lies inside the block's mapping: the
                 // block's end rounded up to a page stays inside its page-
                 // aligned run, segment or own mapping, which is live and
-                // read-write; populating pages does not change their contents.
+                // read-write. Populating pages does not change their
+                // contents, and where the OS cannot populate, the bytes
+                // rewritten (the first of each page in the range) all lie in
+                // [ready, len) of this block, which no one owns now (it is
+                // being handed out, freed, or retained).
                 unsafe { os::prefault(NonNull::new_unchecked(start as *mut u8), end - start, os) };
             }
         }
