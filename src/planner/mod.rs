@@ -39,25 +39,34 @@
 //! * [`SolveOptions::search_limit`] (default 4000 buffers): larger problems
 //!   skip the exact search.
 
+mod budget;
 mod cache;
+mod constructive;
 mod csv;
 mod decide;
+mod fit;
 mod graph;
 mod greedy;
 mod interval;
 mod json;
 mod liveness;
+mod local;
 mod pack;
 mod plan;
+mod rng;
 mod rounds;
+#[cfg(test)]
 mod search;
 mod skyline;
+pub mod synth;
+mod trace;
 mod validate;
 
+pub use budget::Budget;
 pub use cache::PlanCache;
 pub use csv::{parse_csv, write_csv, CsvError, CsvInstance};
 pub use graph::{Graph, InPlaceHint, Node, PlanError, ValueId, ViewMap};
-pub use greedy::greedy_by_size;
+pub use greedy::{greedy, greedy_by_size, GreedyOrder};
 pub use interval::{check_buffers, lower_bound, Buffer, IntervalError, Placement};
 pub use json::{parse_graph_json, parse_json, Json, JsonError, JsonGraph};
 pub use liveness::{compute_liveness, Interval, Liveness};
@@ -66,5 +75,5 @@ pub use plan::{
     plan, plan_intervals, plan_with_budget, validate, ActivationPlan, PlanOptions, PlanStatus,
     SlotId, SlotInfo,
 };
-pub use search::Budget;
+pub use trace::{plan_trace, plan_trace_text, PhaseTimes, TraceError, TracePlan};
 pub use validate::{validate_placement, ValidateError};

@@ -8,9 +8,6 @@
 //! (range max) and records placements (range max-assign); a heap holds
 //! candidates lazily, refreshed when popped, since they only grow.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
 use super::interval::{Buffer, Placement};
 
 /// Range "raise to at least v" and range max over `n` leaves, bottom up:
@@ -92,38 +89,127 @@ impl MaxTree {
     }
 }
 
+/// A monotone priority queue (radix heap) of distinct `u128` keys: every
+/// key pushed is above the last one popped, as a skyline's candidates are.
+/// Keys sit in the bucket of the highest bit where they differ from the
+/// last popped key; a pop that finds bucket 0 empty takes the first
+/// non-empty bucket's minimum and spreads the rest lower. Each key moves
+/// down at most 128 times: O(1) amortized a push, no sift through a
+/// binary tree (which dominated the skyline's time on long traces).
+struct RadixHeap {
+    last: u128,
+    buckets: Vec<Vec<u128>>,
+}
+
+impl RadixHeap {
+    fn new(keys: impl Iterator<Item = u128>) -> Self {
+        let mut h = RadixHeap {
+            last: 0,
+            buckets: vec![Vec::new(); 129],
+        };
+        for k in keys {
+            h.push(k);
+        }
+        h
+    }
+
+    fn bucket(&self, k: u128) -> usize {
+        128 - (k ^ self.last).leading_zeros() as usize
+    }
+
+    fn push(&mut self, k: u128) {
+        let b = self.bucket(k);
+        self.buckets[b].push(k);
+    }
+
+    fn pop(&mut self) -> Option<u128> {
+        if self.buckets[0].is_empty() {
+            let i = self.buckets.iter().position(|b| !b.is_empty())?;
+            let moved = std::mem::take(&mut self.buckets[i]);
+            self.last = moved.iter().copied().min()?;
+            for &k in &moved {
+                let b = self.bucket(k);
+                self.buckets[b].push(k);
+            }
+            // Give the bucket's allocation back for reuse.
+            let mut moved = moved;
+            moved.clear();
+            if self.buckets[i].is_empty() {
+                self.buckets[i] = moved;
+            }
+        }
+        self.buckets[0].pop()
+    }
+}
+
 /// Skyline placement of `bufs` (non-trivial ones; `span` from
 /// [`sections`](super::interval::sections)), ties broken by `rank`.
+#[cfg(test)]
 pub(crate) fn skyline(
     bufs: &[Buffer],
     span: &[(u32, u32)],
     nsec: usize,
     order: &[usize],
 ) -> Placement {
-    let n = bufs.len();
-    let mut rank = vec![0u32; n];
-    for (r, &i) in order.iter().enumerate() {
-        rank[i] = r as u32;
+    match skyline_until(bufs, span, nsec, order, None, false) {
+        Some(p) => p,
+        None => unreachable!("no stop callback"),
     }
+}
+
+/// Calls to the stop callback are this many heap steps apart.
+const STOP_EVERY: usize = 1 << 15;
+
+/// [`skyline`] under a stop callback. Once `stop` says so, it is abandoned
+/// (`None`), or, when `hurry`, finished in O(n log n) more: each buffer
+/// still unplaced goes at its current candidate when popped, without
+/// waiting for the ones whose candidate is lower now (valid, as every
+/// buffer sits above all placed ones it conflicts with, but higher).
+///
+/// The heap holds one key per unplaced buffer, `candidate << 32 | rank`
+/// (candidates are below the sum of all sizes, so below 2^64). A popped
+/// key whose candidate grew since is re-keyed in place (one sift) unless
+/// the buffer still comes first. The re-keys are what costs: a long-lived
+/// buffer is re-keyed about once per layer placed in its lifetime.
+pub(crate) fn skyline_until(
+    bufs: &[Buffer],
+    span: &[(u32, u32)],
+    nsec: usize,
+    order: &[usize],
+    stop: Option<&dyn Fn() -> bool>,
+    hurry: bool,
+) -> Option<Placement> {
+    let n = bufs.len();
     let mut tree = MaxTree::new(nsec);
-    let mut heap: BinaryHeap<Reverse<(usize, u32, u32)>> =
-        (0..n).map(|i| Reverse((0, rank[i], i as u32))).collect();
+    let mut heap = RadixHeap::new(0..n as u128);
     let mut offsets = vec![0usize; n];
     let mut height = 0;
-    while let Some(Reverse((c, r, i))) = heap.pop() {
-        let (lo, hi) = span[i as usize];
+    let mut steps = 0usize;
+    let mut hurried = false;
+    while let Some(key) = heap.pop() {
+        steps += 1;
+        if !hurried && steps % STOP_EVERY == 0 && stop.is_some_and(|f| f()) {
+            if !hurry {
+                return None;
+            }
+            hurried = true;
+        }
+        let (c, r) = ((key >> 32) as usize, key as u32);
+        let i = order[r as usize];
+        let (lo, hi) = span[i];
         let now = tree.query(lo as usize, hi as usize);
-        // A stale key goes back only if another buffer now comes first.
-        if now > c && heap.peek().is_some_and(|Reverse(t)| (now, r, i) > *t) {
-            heap.push(Reverse((now, r, i)));
+        if now > c && !hurried {
+            // Stale: back with its candidate now (a later pop places it,
+            // at once if it still comes first).
+            heap.push((now as u128) << 32 | r as u128);
             continue;
         }
-        let top = now + bufs[i as usize].size;
-        offsets[i as usize] = now;
+        let top = now + bufs[i].size;
+        offsets[i] = now;
         height = height.max(top);
         tree.raise(lo as usize, hi as usize, top);
     }
-    Placement { offsets, height }
+    Some(Placement { offsets, height })
 }
 
 #[cfg(test)]
@@ -153,6 +239,19 @@ mod tests {
                 assert_eq!(tree.query(l, r), plain[l..r].iter().copied().max().unwrap());
             }
         }
+    }
+
+    #[test]
+    fn a_hurried_skyline_is_valid_and_an_abandoned_one_is_none() {
+        let bufs: Vec<Buffer> = (0..40_000)
+            .map(|i| Buffer::new(i % 977, i % 977 + 1 + i % 13, 1 + (i * 31) % 97))
+            .collect();
+        let (span, nsec) = sections(&bufs);
+        let order: Vec<usize> = (0..bufs.len()).collect();
+        let stop = || true;
+        let p = skyline_until(&bufs, &span, nsec, &order, Some(&stop), true).unwrap();
+        assert_eq!(validate_placement(&bufs, &p, 1), Ok(()));
+        assert!(skyline_until(&bufs, &span, nsec, &order, Some(&stop), false).is_none());
     }
 
     #[test]
