@@ -99,6 +99,8 @@ impl MaxTree {
 struct RadixHeap {
     last: u128,
     buckets: Vec<Vec<u128>>,
+    /// Bit `b` set when bucket `b` is not empty.
+    full: [u64; 3],
 }
 
 impl RadixHeap {
@@ -106,6 +108,7 @@ impl RadixHeap {
         let mut h = RadixHeap {
             last: 0,
             buckets: vec![Vec::new(); 129],
+            full: [0; 3],
         };
         for k in keys {
             h.push(k);
@@ -113,32 +116,33 @@ impl RadixHeap {
         h
     }
 
-    fn bucket(&self, k: u128) -> usize {
-        128 - (k ^ self.last).leading_zeros() as usize
-    }
-
     fn push(&mut self, k: u128) {
-        let b = self.bucket(k);
+        let b = 128 - (k ^ self.last).leading_zeros() as usize;
         self.buckets[b].push(k);
+        self.full[b / 64] |= 1 << (b % 64);
     }
 
     fn pop(&mut self) -> Option<u128> {
         if self.buckets[0].is_empty() {
-            let i = self.buckets.iter().position(|b| !b.is_empty())?;
-            let moved = std::mem::take(&mut self.buckets[i]);
+            let w = self.full.iter().position(|&w| w != 0)?;
+            let i = 64 * w + self.full[w].trailing_zeros() as usize;
+            let mut moved = std::mem::take(&mut self.buckets[i]);
+            self.full[w] &= !(1 << (i % 64));
             self.last = moved.iter().copied().min()?;
             for &k in &moved {
-                let b = self.bucket(k);
-                self.buckets[b].push(k);
+                self.push(k);
             }
             // Give the bucket's allocation back for reuse.
-            let mut moved = moved;
             moved.clear();
             if self.buckets[i].is_empty() {
                 self.buckets[i] = moved;
             }
         }
-        self.buckets[0].pop()
+        let k = self.buckets[0].pop();
+        if self.buckets[0].is_empty() {
+            self.full[0] &= !1;
+        }
+        k
     }
 }
 
