@@ -10,13 +10,17 @@
 //! Graph + ViewMap + size oracle
 //!   -> compute_liveness      live interval per buffer owner (views folded in)
 //!   -> in-place hints        an output may take over a dying input's slot
-//!   -> solve                 offsets: constructive passes, then exact searches
+//!   -> solve                 offsets: constructive passes (the lowest kept),
+//!                            a decision search, a local search
 //!   -> validate              every returned plan is checked (debug builds)
 //! ```
 //!
 //! Callers that track liveness themselves use [`plan_intervals`] (live
 //! ranges and sizes in, offsets and height out). Dynamic shapes go through
-//! [`PlanCache`].
+//! [`PlanCache`]. [`plan_trace`] is the whole `plan` command (read a trace
+//! or graph file, plan, validate) against one wall-clock deadline, with
+//! each phase timed. [`synth`] generates instance families for tests and
+//! benchmarks.
 //!
 //! ```
 //! use warmarena::planner::{plan_intervals, Buffer, PlanOptions};
@@ -35,7 +39,8 @@
 //!   `alignment - 1` bytes per value.
 //! * [`SolveOptions::max_nodes`] (default 500 000): the search budget in nodes.
 //!   0 keeps the constructive passes only (fastest, a few percent higher on
-//!   hard instances). A [`Budget`] can add a wall-clock stop callback.
+//!   hard instances). A [`Budget`] can add a wall-clock stop callback,
+//!   checked in every phase.
 //! * [`SolveOptions::search_limit`] (default 4000 buffers): larger problems
 //!   skip the exact search.
 
