@@ -109,12 +109,24 @@ impl Problem {
     /// Checks `buffers` and keeps the non-trivial ones.
     pub(crate) fn new(buffers: &[Buffer]) -> Result<Self, IntervalError> {
         let naive_bytes = check_buffers(buffers)?;
-        let lb = lower_bound(buffers);
         let keep: Vec<usize> = (0..buffers.len())
             .filter(|&i| !buffers[i].is_trivial())
             .collect();
         let bufs: Vec<Buffer> = keep.iter().map(|&i| buffers[i]).collect();
         let (span, nsec) = sections(&bufs);
+        // The bound from the sections (bytes live in each), no second sort;
+        // sums stay below `naive_bytes`, which fits.
+        let mut diff = vec![0isize; nsec + 1];
+        for (b, &(lo, hi)) in bufs.iter().zip(&span) {
+            diff[lo as usize] = diff[lo as usize].wrapping_add(b.size as isize);
+            diff[hi as usize] = diff[hi as usize].wrapping_sub(b.size as isize);
+        }
+        let (mut live, mut lb) = (0usize, 0usize);
+        for &d in &diff[..nsec] {
+            live = live.wrapping_add(d as usize);
+            lb = lb.max(live);
+        }
+        debug_assert_eq!(lb, lower_bound(buffers));
         Ok(Problem {
             keep,
             bufs,
