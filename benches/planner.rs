@@ -1,18 +1,22 @@
 //! Planner benchmarks: our planner against greedy-by-size on the data sets.
 //!
 //! `cargo bench --bench planner` prints a markdown table (height / lower
-//! bound and time per instance, ours with a 1000 ms budget and greedy),
-//! then runs criterion timings of the constructive pass on 10 000 random
-//! buffers and of both planners on a few instances. Data: the crate's
+//! bound and time per instance: ours is the whole `plan` command, parse to
+//! validation, with a 1000 ms budget; greedy is greedy-by-size alone), then
+//! the scaling series (synthetic traces of 10 000 to 1 000 000 buffers,
+//! with each phase's time; `WARMARENA_SYNTH_DIR=dir` also writes them as
+//! CSV), then criterion timings of the constructive passes on 10 000
+//! power-law buffers and of both planners on a few instances. Data: the crate's
 //! `tests/data` and `$WARMARENA_DATA/planner` (default `../shared/data`).
 
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use warmarena::planner::{
-    greedy_by_size, parse_csv, solve, validate_placement, Budget, Buffer, SolveOptions,
+    greedy_by_size, parse_csv, plan_trace_text, solve, synth, validate_placement, write_csv,
+    Budget, Buffer, SolveOptions, TracePlan,
 };
 
 fn shared_root() -> PathBuf {
@@ -52,28 +56,23 @@ fn instances() -> Vec<(String, PathBuf)> {
     out
 }
 
-fn ours(bufs: &[Buffer], budget_ms: u64) -> (usize, usize, bool) {
+/// Buffers as MiniMalloc CSV text (what the `plan` command reads).
+fn csv_text(bufs: &[Buffer]) -> String {
+    let ids: Vec<String> = (0..bufs.len()).map(|i| i.to_string()).collect();
+    // The offset column is read back but not used by planning.
+    write_csv(&ids, bufs, &vec![0; bufs.len()])
+}
+
+/// The whole `plan` command on `text` (parse to validation) with a budget.
+fn ours(text: &str, budget_ms: u64) -> (TracePlan, f64) {
     let start = Instant::now();
-    let limit = budget_ms as f64 / 1000.0;
-    let stop = move || start.elapsed().as_secs_f64() >= limit;
-    // About 1000 search nodes a millisecond here (the decision search's
-    // nodes are the cheap ones): the node budget splits the time between
-    // search and local search; the callback is the hard stop.
-    let opts = SolveOptions {
-        max_nodes: budget_ms * 1000,
-        ..SolveOptions::default()
-    };
-    let sol = solve(
-        bufs,
-        &opts,
-        &Budget {
-            max_nodes: u64::MAX,
-            stop: Some(&stop),
-        },
-    )
-    .unwrap();
-    assert_eq!(validate_placement(bufs, &sol.placement, 1), Ok(()));
-    (sol.placement.height, sol.lower_bound, sol.optimal)
+    let plan = plan_trace_text(text, false, start, Duration::from_millis(budget_ms)).unwrap();
+    let ms = start.elapsed().as_secs_f64() * 1000.0;
+    assert_eq!(
+        validate_placement(&plan.buffers, &plan.solution.placement, 1),
+        Ok(())
+    );
+    (plan, ms)
 }
 
 fn table() {
@@ -84,9 +83,9 @@ fn table() {
             println!("| {name} | (missing: {}) | | | | | | | |", path.display());
             continue;
         };
-        let t = Instant::now();
-        let (h, lb, opt) = ours(&bufs, 1000);
-        let ours_ms = t.elapsed().as_secs_f64() * 1000.0;
+        let (plan, ours_ms) = ours(&csv_text(&bufs), 1000);
+        let sol = &plan.solution;
+        let (h, lb) = (sol.placement.height, sol.lower_bound);
         let t = Instant::now();
         let g = greedy_by_size(&bufs);
         let greedy_ms = t.elapsed().as_secs_f64() * 1000.0;
@@ -95,29 +94,65 @@ fn table() {
             "| {name} | {} | {lb} | {h} | {:.4} | {ours_ms:.1} | {} | {:.4} | {greedy_ms:.1} |",
             bufs.len(),
             r(h),
-            if opt { "yes" } else { "no" },
+            if sol.optimal { "yes" } else { "no" },
             r(g.height)
         );
     }
 }
 
-/// `n` random buffers: lifetimes of 1..64 steps over 4n steps, sizes 64 B..1 MiB.
-fn random_buffers(n: usize) -> Vec<Buffer> {
-    let mut s: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut next = move || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        s
-    };
-    (0..n)
-        .map(|_| {
-            let lo = (next() % (4 * n as u64)) as usize;
-            let len = 1 + (next() % 64) as usize;
-            let size = 64 << (next() % 15);
-            Buffer::new(lo, lo + len, size)
-        })
-        .collect()
+/// The scaling series: synthetic traces from 10 000 to 1 000 000 buffers.
+fn series() -> Vec<(String, Vec<Buffer>)> {
+    let mut out = Vec::new();
+    if let Some(bert) = load(&shared_root().join("somas/bert_base.csv")) {
+        let t = bert.iter().map(|b| b.upper).max().unwrap_or(0);
+        out.push((
+            "bert_base x2, perturbed".to_string(),
+            synth::perturb(&synth::tile(&bert, 2, t), 1, 10, 2),
+        ));
+    }
+    if let Some(s1) = load(&shared_root().join("iopddl/S_1.csv")) {
+        let t = s1.iter().map(|b| b.upper).max().unwrap_or(0);
+        let mut tiled = synth::perturb(&synth::tile(&s1, 3, t / 2), 2, 10, 0);
+        tiled.truncate(62_185);
+        out.push(("S_1 tiled at half its span, 62k".to_string(), tiled));
+        out.push((
+            "S_1 x35 one after the other".to_string(),
+            synth::tile(&s1, 35, t),
+        ));
+    }
+    out.push(("power law 100k".to_string(), synth::power_law(100_000, 3)));
+    out.push(("power law 600k".to_string(), synth::power_law(600_000, 4)));
+    out
+}
+
+/// Prints the series (whole command, default budget) and, when
+/// `WARMARENA_SYNTH_DIR` is set, writes each as CSV there (to measure the
+/// release binary's peak RSS with `/usr/bin/time -v`).
+fn scaling() {
+    let dir = std::env::var_os("WARMARENA_SYNTH_DIR").map(PathBuf::from);
+    println!();
+    println!("| series | buffers | ours / LB | ours ms | parse | bound | constructive | search | local | validate |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for (k, (name, bufs)) in series().into_iter().enumerate() {
+        let text = csv_text(&bufs);
+        if let Some(dir) = &dir {
+            std::fs::write(dir.join(format!("series{k}.csv")), &text).unwrap();
+        }
+        let (plan, ms) = ours(&text, 1000);
+        let p = plan.phases;
+        let f = |d: Duration| format!("{:.0}", d.as_secs_f64() * 1000.0);
+        println!(
+            "| {name} | {} | {:.4} | {ms:.0} | {} | {} | {} | {} | {} | {} |",
+            bufs.len(),
+            plan.ratio(plan.solution.placement.height),
+            f(p.parse),
+            f(p.bound),
+            f(p.constructive),
+            f(p.search),
+            f(p.local),
+            f(p.validate),
+        );
+    }
 }
 
 fn timings(c: &mut Criterion) {
@@ -125,11 +160,11 @@ fn timings(c: &mut Criterion) {
         max_nodes: 0,
         ..SolveOptions::default()
     };
-    let random = random_buffers(10_000);
-    c.bench_function("constructive/random_10000", |b| {
+    let random = synth::power_law(10_000, 1);
+    c.bench_function("constructive/power_law_10000", |b| {
         b.iter(|| solve(black_box(&random), &constructive, &Budget::nodes(0)).unwrap())
     });
-    c.bench_function("greedy/random_10000", |b| {
+    c.bench_function("greedy/power_law_10000", |b| {
         b.iter(|| greedy_by_size(black_box(&random)))
     });
     let local = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data");
@@ -152,6 +187,7 @@ fn timings(c: &mut Criterion) {
 
 fn main() {
     table();
+    scaling();
     let mut c = Criterion::default().sample_size(10).configure_from_args();
     timings(&mut c);
     c.final_summary();

@@ -3,6 +3,7 @@
 //!
 //! Heavy runs: `planner_s1_large_trace` is `#[ignore]`d (28526 buffers, slow
 //! in debug builds); run it with `cargo test --release --test planner -- --ignored`.
+//! The best-of test takes S_1 in release builds only.
 //! `minimalloc_challenging_instances_fit_their_capacity` runs in release
 //! builds only (a few seconds there; ignored in debug builds).
 
@@ -650,7 +651,7 @@ fn assert_within(path: &std::path::Path, max_nodes: u64, limit_ppm: usize) {
 
 #[test]
 #[cfg_attr(miri, ignore)]
-fn real_traces_within_half_a_percent() {
+fn real_traces_within_two_per_mille() {
     for rel in [
         "somas/resnet50.csv",
         "somas/tiny_bert.csv",
@@ -660,7 +661,7 @@ fn real_traces_within_half_a_percent() {
         let Some(path) = shared_data(rel) else {
             continue;
         };
-        assert_within(&path, 0, 5000);
+        assert_within(&path, 200_000, 2000);
     }
 }
 
@@ -668,8 +669,127 @@ fn real_traces_within_half_a_percent() {
 #[ignore = "28526 buffers: slow in debug builds; run with --release -- --ignored"]
 fn planner_s1_large_trace() {
     if let Some(path) = shared_data("iopddl/S_1.csv") {
-        assert_within(&path, 0, 5000);
+        assert_within(&path, 0, 2000);
     }
+}
+
+/// `solve` against the three first-fit greedy placements, computed on
+/// their own: never above any of them, and valid.
+fn assert_best_of(name: &str, bufs: &[Buffer], max_nodes: u64) {
+    let sol = solve_nodes(bufs, max_nodes);
+    assert_eq!(
+        validate_placement(bufs, &sol.placement, 1),
+        Ok(()),
+        "{name}"
+    );
+    assert!(sol.placement.height >= sol.lower_bound, "{name}");
+    for order in [GreedyOrder::Size, GreedyOrder::Start, GreedyOrder::Conflict] {
+        let g = greedy(bufs, order);
+        assert_eq!(validate_placement(bufs, &g, 1), Ok(()), "{name} {order:?}");
+        assert!(
+            sol.placement.height <= g.height,
+            "{name}: {} above greedy by {order:?} {}",
+            sol.placement.height,
+            g.height
+        );
+    }
+    if let Some(g) = sol.greedy_height {
+        assert_eq!(g, greedy_by_size(bufs).height, "{name}");
+    }
+}
+
+/// Every data set the crate ships or finds in the shared folder (S_1 in
+/// release builds only: its greedy passes meet 43 million conflicting
+/// pairs each, minutes in debug builds).
+#[test]
+#[cfg_attr(miri, ignore)]
+fn solve_is_never_above_a_greedy_placement_on_any_data_set() {
+    let local = data_dir_local();
+    let mut sets: Vec<(String, Vec<Buffer>)> = Vec::new();
+    for n in ["A", "B", "C", "D", "E", "F", "G", "H", "I", "J", "K"] {
+        let path = local.join(format!("minimalloc/{n}.1048576.csv"));
+        sets.push((n.to_string(), load(&path)));
+    }
+    for n in ["alloc_max", "simple", "deep_speech", "five"] {
+        sets.push((n.to_string(), load(&local.join(format!("tvm/{n}.csv")))));
+    }
+    let mut shared = vec![
+        "somas/resnet50.csv",
+        "somas/tiny_bert.csv",
+        "somas/bert_base.csv",
+        "iopddl/G_1.csv",
+    ];
+    if !cfg!(debug_assertions) {
+        shared.push("iopddl/S_1.csv");
+    }
+    for rel in shared {
+        if let Some(path) = shared_data(rel) {
+            sets.push((rel.to_string(), load(&path)));
+        }
+    }
+    for (name, bufs) in &sets {
+        assert_best_of(name, bufs, 20_000);
+    }
+}
+
+/// The synthetic families, training and held-out seeds alike (the
+/// held-out ones, `synth::HELD_OUT` on, were not looked at when tuning).
+#[test]
+#[cfg_attr(miri, ignore)]
+fn solve_is_never_above_a_greedy_placement_on_synthetic_families() {
+    let base = synth::weights_and_activations(300, 1);
+    for seed in [
+        1,
+        2,
+        synth::HELD_OUT,
+        synth::HELD_OUT + 1,
+        synth::HELD_OUT + 2,
+    ] {
+        let sets = [
+            ("power_law", synth::power_law(600, seed)),
+            ("weights", synth::weights_and_activations(600, seed)),
+            (
+                "tiled",
+                synth::perturb(&synth::tile(&base, 3, 100), seed, 20, 3),
+            ),
+        ];
+        for (name, bufs) in &sets {
+            assert_best_of(&format!("{name} seed {seed}"), bufs, 5_000);
+        }
+    }
+}
+
+/// A budget spent before the start still gives a valid plan: the first
+/// constructive pass finishes hurried, the rest is skipped.
+#[test]
+#[cfg_attr(miri, ignore)]
+fn an_exhausted_budget_still_gives_a_valid_plan() {
+    let bufs = synth::power_law(50_000, synth::HELD_OUT + 7);
+    let stop = || true;
+    let sol = solve(
+        &bufs,
+        &SolveOptions::default(),
+        &Budget {
+            max_nodes: u64::MAX,
+            stop: Some(&stop),
+        },
+    )
+    .unwrap();
+    assert_eq!(validate_placement(&bufs, &sol.placement, 1), Ok(()));
+    assert_eq!(sol.nodes, 0);
+    assert_eq!(sol.greedy_height, None);
+    let mut text = String::from("id,lower,upper,size\n");
+    for (i, b) in bufs.iter().enumerate().take(5000) {
+        text.push_str(&format!("{i},{},{},{}\n", b.lower, b.upper, b.size));
+    }
+    let start = std::time::Instant::now();
+    let plan = plan_trace_text(&text, false, start, std::time::Duration::ZERO).unwrap();
+    assert_eq!(plan.buffers.len(), 5000);
+    assert_eq!(
+        validate_placement(&plan.buffers, &plan.solution.placement, 1),
+        Ok(())
+    );
+    assert!(plan.json("x.csv", start).contains("\"phases_ms\""));
 }
 
 /// Optimum by brute force: the best lowest-fit placement over all orders

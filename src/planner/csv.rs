@@ -59,7 +59,26 @@ pub fn parse_csv(text: &str) -> Result<CsvInstance, CsvError> {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+        // Fields of the line, without an allocation for the usual widths.
+        let mut small = [""; 8];
+        let mut more: Vec<&str> = Vec::new();
+        let mut count = 0;
+        for f in line.split(',').map(str::trim) {
+            if count < small.len() {
+                small[count] = f;
+            } else {
+                if more.is_empty() {
+                    more.extend_from_slice(&small);
+                }
+                more.push(f);
+            }
+            count += 1;
+        }
+        let fields: &[&str] = if count <= small.len() {
+            &small[..count]
+        } else {
+            &more
+        };
         let err = |message: String| CsvError {
             line: n + 1,
             message,

@@ -2,14 +2,17 @@
 //!
 //! Buffers are taken largest first (ties: longer life first, then index) and
 //! each goes at the lowest offset where it fits beside the already placed
-//! buffers it conflicts with. This is the strategy of TFLite's and TVM's
+//! buffers it conflicts with ([`fit`](super::fit)). This is the strategy of TFLite's and TVM's
 //! greedy planners; [`solve`](super::solve) must beat it, and the benchmarks
 //! report both.
 
-use super::interval::{Buffer, Placement};
+use super::constructive::{conflict_order, start_order};
+use super::fit::{place, Fit};
+use super::interval::{sections, Buffer, Placement};
 
 /// Conflict lists: `adj[i]` holds every buffer that conflicts with buffer `i`.
-/// Built with a sweep over start times, O(n log n + edges).
+/// Built with a sweep over start times, O(n log n + edges); only the exact
+/// searches use them, on problems whose conflicting pairs were counted first.
 pub(crate) fn conflicts(buffers: &[Buffer]) -> Vec<Vec<u32>> {
     let mut order: Vec<u32> = (0..buffers.len() as u32)
         .filter(|&i| !buffers[i as usize].is_trivial())
@@ -30,23 +33,77 @@ pub(crate) fn conflicts(buffers: &[Buffer]) -> Vec<Vec<u32>> {
     adj
 }
 
-/// Lowest offset at or above 0 where `size` bytes fit between the `(offset,
-/// top)` ranges in `taken` (which it sorts).
-pub(crate) fn lowest_fit(taken: &mut [(usize, usize)], size: usize) -> usize {
-    taken.sort_unstable();
-    let mut at = 0usize;
-    for &(lo, hi) in taken.iter() {
-        if lo >= at.saturating_add(size) {
-            break;
-        }
-        at = at.max(hi);
-    }
-    at
+/// The order greedy-by-size takes: largest first, then longest, then index.
+pub(crate) fn size_order(buffers: &[Buffer]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..buffers.len()).collect();
+    order.sort_unstable_by_key(|&i| {
+        let b = buffers[i];
+        (
+            std::cmp::Reverse(b.size),
+            std::cmp::Reverse(b.upper - b.lower),
+            i,
+        )
+    });
+    order
 }
 
-/// Places `buffers` greedily by size (largest first, each at the lowest
-/// offset that fits). Never fails; the result is valid but may be far above
-/// the lower bound.
+/// The orders [`greedy`] takes buffers in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GreedyOrder {
+    /// Largest first (then longest, then index): greedy-by-size.
+    Size,
+    /// Earliest start first (then largest).
+    Start,
+    /// Most contended first: the largest total size live at one moment
+    /// during the buffer's life, then size.
+    Conflict,
+}
+
+/// Places `buffers` one by one in `order`, each at the lowest offset where
+/// it fits beside the placed buffers it conflicts with (first fit). Never
+/// fails; valid, but may be far above the lower bound.
+/// [`solve`](super::solve) never returns a placement above any of the three
+/// (when its own pass of one was cut short by the budget, it makes no
+/// claim about that one). O(n) memory: the placed conflicting buffers are
+/// found by an overlap query, not kept in lists; O(n log n) time plus the
+/// conflicting pairs.
+///
+/// ```
+/// use warmarena::planner::{greedy, lower_bound, Buffer, GreedyOrder};
+/// let bufs = [Buffer::new(0, 2, 4), Buffer::new(1, 3, 8), Buffer::new(2, 4, 4)];
+/// for order in [GreedyOrder::Size, GreedyOrder::Start, GreedyOrder::Conflict] {
+///     assert_eq!(greedy(&bufs, order).height, 12);
+/// }
+/// assert_eq!(lower_bound(&bufs), 12);
+/// ```
+pub fn greedy(buffers: &[Buffer], order: GreedyOrder) -> Placement {
+    let keep: Vec<usize> = (0..buffers.len())
+        .filter(|&i| !buffers[i].is_trivial())
+        .collect();
+    let bufs: Vec<Buffer> = keep.iter().map(|&i| buffers[i]).collect();
+    let order = match order {
+        GreedyOrder::Size => size_order(&bufs),
+        GreedyOrder::Start => start_order(&bufs),
+        GreedyOrder::Conflict => {
+            let (span, nsec) = sections(&bufs);
+            conflict_order(&bufs, &span, nsec)
+        }
+    };
+    let p = place(&bufs, &order, Fit::First, None).unwrap_or(Placement {
+        offsets: vec![0; bufs.len()],
+        height: 0,
+    });
+    let mut offsets = vec![0usize; buffers.len()];
+    for (k, &i) in keep.iter().enumerate() {
+        offsets[i] = p.offsets[k];
+    }
+    Placement {
+        offsets,
+        height: p.height,
+    }
+}
+
+/// Places `buffers` greedily by size: [`greedy`] with [`GreedyOrder::Size`].
 ///
 /// ```
 /// use warmarena::planner::{greedy_by_size, lower_bound, Buffer};
@@ -56,46 +113,7 @@ pub(crate) fn lowest_fit(taken: &mut [(usize, usize)], size: usize) -> usize {
 /// assert_eq!(lower_bound(&bufs), 12);
 /// ```
 pub fn greedy_by_size(buffers: &[Buffer]) -> Placement {
-    let adj = conflicts(buffers);
-    let mut order: Vec<usize> = (0..buffers.len()).collect();
-    order.sort_by_key(|&i| {
-        let b = buffers[i];
-        (
-            std::cmp::Reverse(b.size),
-            std::cmp::Reverse(b.upper - b.lower),
-            i,
-        )
-    });
-    place_in_order(buffers, &adj, &order)
-}
-
-/// Places buffers one by one in `order`, each at its lowest fitting offset.
-pub(crate) fn place_in_order(buffers: &[Buffer], adj: &[Vec<u32>], order: &[usize]) -> Placement {
-    let mut offsets: Vec<Option<usize>> = vec![None; buffers.len()];
-    let mut taken: Vec<(usize, usize)> = Vec::new();
-    let mut height = 0;
-    for &i in order {
-        let b = buffers[i];
-        taken.clear();
-        for &j in &adj[i] {
-            if let Some(o) = offsets[j as usize] {
-                taken.push((o, o.saturating_add(buffers[j as usize].size)));
-            }
-        }
-        let at = if b.is_trivial() {
-            0
-        } else {
-            lowest_fit(&mut taken, b.size)
-        };
-        offsets[i] = Some(at);
-        if b.size > 0 {
-            height = height.max(at.saturating_add(b.size));
-        }
-    }
-    Placement {
-        offsets: offsets.into_iter().map(|o| o.unwrap_or(0)).collect(),
-        height,
-    }
+    greedy(buffers, GreedyOrder::Size)
 }
 
 #[cfg(test)]

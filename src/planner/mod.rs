@@ -10,13 +10,17 @@
 //! Graph + ViewMap + size oracle
 //!   -> compute_liveness      live interval per buffer owner (views folded in)
 //!   -> in-place hints        an output may take over a dying input's slot
-//!   -> solve                 offsets: constructive passes, then exact searches
+//!   -> solve                 offsets: constructive passes (the lowest kept),
+//!                            a decision search, a local search
 //!   -> validate              every returned plan is checked (debug builds)
 //! ```
 //!
 //! Callers that track liveness themselves use [`plan_intervals`] (live
 //! ranges and sizes in, offsets and height out). Dynamic shapes go through
-//! [`PlanCache`].
+//! [`PlanCache`]. [`plan_trace`] is the whole `plan` command (read a trace
+//! or graph file, plan, validate) against one wall-clock deadline, with
+//! each phase timed. [`synth`] generates instance families for tests and
+//! benchmarks.
 //!
 //! ```
 //! use warmarena::planner::{plan_intervals, Buffer, PlanOptions};
@@ -35,29 +39,39 @@
 //!   `alignment - 1` bytes per value.
 //! * [`SolveOptions::max_nodes`] (default 500 000): the search budget in nodes.
 //!   0 keeps the constructive passes only (fastest, a few percent higher on
-//!   hard instances). A [`Budget`] can add a wall-clock stop callback.
+//!   hard instances). A [`Budget`] can add a wall-clock stop callback,
+//!   checked in every phase.
 //! * [`SolveOptions::search_limit`] (default 4000 buffers): larger problems
 //!   skip the exact search.
 
+mod budget;
 mod cache;
+mod constructive;
 mod csv;
 mod decide;
+mod fit;
 mod graph;
 mod greedy;
 mod interval;
 mod json;
 mod liveness;
+mod local;
 mod pack;
 mod plan;
+mod rng;
 mod rounds;
+#[cfg(test)]
 mod search;
 mod skyline;
+pub mod synth;
+mod trace;
 mod validate;
 
+pub use budget::Budget;
 pub use cache::PlanCache;
 pub use csv::{parse_csv, write_csv, CsvError, CsvInstance};
 pub use graph::{Graph, InPlaceHint, Node, PlanError, ValueId, ViewMap};
-pub use greedy::greedy_by_size;
+pub use greedy::{greedy, greedy_by_size, GreedyOrder};
 pub use interval::{check_buffers, lower_bound, Buffer, IntervalError, Placement};
 pub use json::{parse_graph_json, parse_json, Json, JsonError, JsonGraph};
 pub use liveness::{compute_liveness, Interval, Liveness};
@@ -66,5 +80,5 @@ pub use plan::{
     plan, plan_intervals, plan_with_budget, validate, ActivationPlan, PlanOptions, PlanStatus,
     SlotId, SlotInfo,
 };
-pub use search::Budget;
+pub use trace::{plan_trace, plan_trace_text, PhaseTimes, TraceError, TracePlan};
 pub use validate::{validate_placement, ValidateError};

@@ -1,10 +1,10 @@
 //! From a graph to offsets: liveness, in-place reuse, packing, validation.
 
+use super::budget::Budget;
 use super::graph::{Graph, InPlaceHint, PlanError, ValueId, ViewMap};
 use super::interval::{Buffer, IntervalError};
 use super::liveness::{compute_liveness, Interval, Liveness};
 use super::pack::{solve, Solution, SolveOptions};
-use super::search::Budget;
 use super::validate::{validate_with_ids, ValidateError};
 
 /// Knobs of [`plan`] and [`plan_intervals`].
@@ -157,7 +157,9 @@ pub fn plan(
     plan_with_budget(graph, views, hints, size, options, &Budget::nodes(u64::MAX))
 }
 
-/// [`plan`] with a [`Budget`] (for a wall-clock limit).
+/// [`plan`] with a [`Budget`]: its callback (a wall-clock limit, say) is
+/// checked in every phase of the packing, the constructive passes included;
+/// liveness and validation are linear and always run.
 pub fn plan_with_budget(
     graph: &Graph,
     views: &ViewMap,
@@ -166,7 +168,37 @@ pub fn plan_with_budget(
     options: &PlanOptions,
     budget: &Budget<'_>,
 ) -> Result<PlanStatus, PlanError> {
-    let align = options.alignment;
+    let slots = match graph_slots(graph, views, hints, &size, options.alignment)? {
+        Ok(slots) => slots,
+        Err(unknown) => return Ok(PlanStatus::Deferred { unknown }),
+    };
+    let sol = solve(&slots.bufs, &options.solve, budget)?;
+    let plan = slots.into_plan(&sol);
+    debug_assert_eq!(validate(graph, views, &plan, &size), Ok(()));
+    Ok(PlanStatus::Ready(plan))
+}
+
+/// A graph's slots: one buffer per group of values that share memory.
+pub(crate) struct Slots {
+    /// One buffer per slot: the group's live range and largest aligned size.
+    pub(crate) bufs: Vec<Buffer>,
+    /// Bytes one buffer per value would take.
+    pub(crate) naive_bytes: usize,
+    align: usize,
+    live: Liveness,
+    groups: Groups,
+    slot_of_owner: Vec<u32>,
+}
+
+/// Liveness, sizes and in-place groups of `graph`: its slots, or the owners
+/// whose size is unknown.
+pub(crate) fn graph_slots(
+    graph: &Graph,
+    views: &ViewMap,
+    hints: &[InPlaceHint],
+    size: &impl Fn(ValueId) -> Option<usize>,
+    align: usize,
+) -> Result<Result<Slots, Vec<ValueId>>, PlanError> {
     if align == 0 || !align.is_power_of_two() {
         return Err(PlanError::BadAlignment);
     }
@@ -181,7 +213,7 @@ pub fn plan_with_budget(
         }
     }
     if !unknown.is_empty() {
-        return Ok(PlanStatus::Deferred { unknown });
+        return Ok(Err(unknown));
     }
     let groups = in_place_groups(graph, &live, hints, &sizes)?;
     // One slot per group, numbered by its first owner.
@@ -202,35 +234,48 @@ pub fn plan_with_budget(
         .iter()
         .try_fold(0usize, |acc, &(v, _)| acc.checked_add(sizes[v.index()]))
         .ok_or(PlanError::Overflow)?;
-    let sol = solve(&slot_bufs, &options.solve, budget)?;
-    let slots = slot_bufs
-        .iter()
-        .zip(&sol.placement.offsets)
-        .map(|(b, &offset)| SlotInfo {
-            offset,
-            size: b.size,
-            live: Interval {
-                start: b.lower,
-                end: b.upper,
-            },
-        })
-        .collect();
-    let slot_of = live
-        .owner
-        .iter()
-        .map(|o| o.map(|r| SlotId(slot_of_owner[groups.find(r.index())])))
-        .collect();
-    let plan = ActivationPlan {
-        slot_of,
-        slots,
-        height: sol.placement.height,
-        lower_bound: sol.lower_bound,
+    Ok(Ok(Slots {
+        bufs: slot_bufs,
         naive_bytes,
-        alignment: align,
-        optimal: sol.optimal,
-    };
-    debug_assert_eq!(validate(graph, views, &plan, &size), Ok(()));
-    Ok(PlanStatus::Ready(plan))
+        align,
+        live,
+        groups,
+        slot_of_owner,
+    }))
+}
+
+impl Slots {
+    /// The plan that puts the slots at `sol`'s offsets.
+    pub(crate) fn into_plan(self, sol: &Solution) -> ActivationPlan {
+        let slots = self
+            .bufs
+            .iter()
+            .zip(&sol.placement.offsets)
+            .map(|(b, &offset)| SlotInfo {
+                offset,
+                size: b.size,
+                live: Interval {
+                    start: b.lower,
+                    end: b.upper,
+                },
+            })
+            .collect();
+        let slot_of = self
+            .live
+            .owner
+            .iter()
+            .map(|o| o.map(|r| SlotId(self.slot_of_owner[self.groups.find(r.index())])))
+            .collect();
+        ActivationPlan {
+            slot_of,
+            slots,
+            height: sol.placement.height,
+            lower_bound: sol.lower_bound,
+            naive_bytes: self.naive_bytes,
+            alignment: self.align,
+            optimal: sol.optimal,
+        }
+    }
 }
 
 /// Union-find over values: in-place outputs join their input's group.

@@ -22,9 +22,9 @@
 //! The rounds end when the best meets `proven` (it is then optimal) or the
 //! node allowance is spent.
 
+use super::budget::{Budget, Outcome};
 use super::decide::Decide;
 use super::interval::{Buffer, Placement};
-use super::search::{Budget, Outcome};
 
 /// Runs the rounds over `bufs` (non-trivial, with conflict lists `adj`),
 /// improving `best` and raising `proven`, for at most `nodes` nodes.
@@ -39,6 +39,8 @@ pub(crate) fn decide_rounds(
 ) -> u64 {
     let mut d = Decide::new(bufs, adj);
     let mut limit = 2 * bufs.len().max(1) as u64;
+    // Seeds of the perturbed rankings (a Weyl sequence; each seeds the
+    // planner's one generator, `Rng`, inside `Decide`).
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
     // Improving probes get half the bound probes' slice while they find
     // something, an eighth after a round in which none did.

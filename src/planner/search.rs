@@ -25,38 +25,16 @@
 //! A run answers one question: is there a placement at or below a capacity?
 //! It ends at the first one found, when the budget runs out, or when the
 //! tree is exhausted, which proves there is none.
+//!
+//! The decision search ([`decide`](super::decide)) replaced it in
+//! [`solve`](super::solve): given the last eighth of the search budget
+//! (1 000 000 nodes in all) it left every MiniMalloc instance A–K at the
+//! same height. It stays as the independent oracle of `decide`'s tests
+//! (built for tests only).
 
 use super::interval::Buffer;
 
-/// Stops a search: a node limit (deterministic) and an optional callback the
-/// caller can use for wall-clock limits. The planner itself reads no clock.
-pub struct Budget<'a> {
-    /// Most search nodes to expand in total.
-    pub max_nodes: u64,
-    /// Called every few thousand nodes; returning `true` stops the search.
-    pub stop: Option<&'a dyn Fn() -> bool>,
-}
-
-impl Budget<'_> {
-    /// A budget of `max_nodes` nodes and no callback.
-    pub const fn nodes(max_nodes: u64) -> Self {
-        Budget {
-            max_nodes,
-            stop: None,
-        }
-    }
-}
-
-/// How a search ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    /// The tree was exhausted: no placement is at or below the final capacity.
-    Exhausted,
-    /// A placement at or below the capacity was found.
-    Found,
-    /// The budget ran out.
-    OutOfBudget,
-}
+use super::budget::{Budget, Outcome};
 
 enum Undo {
     Cand(u32, usize),

@@ -38,8 +38,9 @@
 mod walk;
 
 use self::walk::Frame;
+use super::budget::{Budget, Outcome};
 use super::interval::Buffer;
-use super::search::{Budget, Outcome};
+use super::rng::Rng;
 
 /// How one subtree ended.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -71,8 +72,8 @@ pub(crate) struct Decide<'a> {
     /// at that point.
     h: usize,
     rank: Vec<u32>,
-    /// Perturbs the rankings when not 0 (xorshift state).
-    seed: u64,
+    /// Perturbs the rankings when set.
+    rng: Option<Rng>,
     /// Ranks saved while a part is searched, and a scratch list of keys.
     saved: Vec<u32>,
     keyed: Vec<([u128; 3], u32)>,
@@ -160,7 +161,7 @@ impl<'a> Decide<'a> {
             total0,
             h: 0,
             rank: vec![0; n],
-            seed: 0,
+            rng: None,
             saved: Vec::new(),
             keyed: Vec::new(),
             cap: 0,
@@ -208,16 +209,14 @@ impl<'a> Decide<'a> {
         }
         self.keyed
             .sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        if self.seed != 0 {
+        if let Some(rng) = &mut self.rng {
             // A perturbed ranking: each buffer trades places with one up to
             // eight later, with probability 1/4.
             let m = self.keyed.len();
             for i in 0..m {
-                self.seed ^= self.seed << 13;
-                self.seed ^= self.seed >> 7;
-                self.seed ^= self.seed << 17;
-                if self.seed % 4 == 0 {
-                    let j = (i + 1 + (self.seed >> 2) as usize % 8).min(m - 1);
+                let r = rng.next_u64();
+                if r % 4 == 0 {
+                    let j = (i + 1 + (r >> 2) as usize % 8).min(m - 1);
                     self.keyed.swap(i, j);
                 }
             }
@@ -240,7 +239,7 @@ impl<'a> Decide<'a> {
         let n = self.bufs.len();
         self.cap = cap;
         self.h = h % KEYS.len();
-        self.seed = seed;
+        self.rng = (seed != 0).then(|| Rng::new(seed));
         self.minoff.iter_mut().for_each(|m| *m = 0);
         self.placed.iter_mut().for_each(|p| *p = false);
         self.total.clone_from(&self.total0);
@@ -405,13 +404,8 @@ mod tests {
     #[test]
     fn agrees_with_the_branch_and_bound() {
         // Seeded small instances: the decision flips exactly at the optimum.
-        let mut seed = 0x1234_5678_9abc_def1u64;
-        let mut rand = move |m: usize| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % m as u64) as usize
-        };
+        let mut rng = Rng::new(0x1234_5678_9abc_def1);
+        let mut rand = move |m: usize| rng.below(m);
         let cases = if cfg!(miri) { 2 } else { CASES };
         for _ in 0..cases {
             let bufs: Vec<Buffer> = (0..2 + rand(10))

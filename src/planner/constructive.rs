@@ -1,0 +1,221 @@
+//! Constructive placements: one pass each, no search, all kept (the lowest
+//! wins, and nothing later may return a higher one).
+//!
+//! * *skyline* ([`skyline`](super::skyline)): O(n log n), no conflicts
+//!   enumerated; under the area order it is the first pass, so even a
+//!   budget spent at once leaves a placement;
+//! * *first fit* ([`fit`](super::fit)) by size (greedy-by-size, the
+//!   baseline every planner is compared against), by start and by the
+//!   fullest section crossed (most contended first);
+//! * *best fit* by size, and the remaining orders on small problems.
+//!
+//! The fits cost O(n log n) plus the conflicting pairs met, in O(n) memory.
+//! Every pass after the first is skipped once the stop callback says so or
+//! a placement reaches the lower bound.
+
+use super::fit::{place, Fit};
+use super::greedy::size_order;
+use super::interval::{Buffer, Placement};
+use super::skyline::skyline_until;
+
+/// Problems with more buffers get only the area-ordered skyline pass (the
+/// longest-first ones re-queue buffers often on long traces).
+const SKYLINE_LIMIT: usize = 8000;
+
+/// Problems with at most this many buffers get every fit under every order.
+const ALL_ORDERS_LIMIT: usize = 4000;
+
+/// What the constructive passes found.
+#[derive(Clone, Debug)]
+pub(crate) struct Start {
+    /// The lowest placement.
+    pub(crate) best: Placement,
+    /// Greedy-by-size's height, when its pass ran to the end.
+    pub(crate) greedy_height: Option<usize>,
+    /// Heights of every pass that ran to the end.
+    pub(crate) heights: Vec<usize>,
+}
+
+/// Builds an order of the buffers when its pass comes.
+type OrderFn<'a> = dyn Fn() -> Vec<usize> + 'a;
+
+/// Orders by a key, largest first, ties by index.
+fn order_by<K: Ord>(n: usize, key: impl Fn(usize) -> K) -> Vec<usize> {
+    let mut o: Vec<usize> = (0..n).collect();
+    o.sort_unstable_by_key(|&i| (std::cmp::Reverse(key(i)), i));
+    o
+}
+
+/// Area (size x lifetime), then size.
+pub(crate) fn area_order(bufs: &[Buffer]) -> Vec<usize> {
+    order_by(bufs.len(), |i| {
+        let b = bufs[i];
+        (b.size as u128 * (b.upper - b.lower) as u128, b.size)
+    })
+}
+
+/// Lifetime, then size.
+pub(crate) fn lifetime_order(bufs: &[Buffer]) -> Vec<usize> {
+    order_by(bufs.len(), |i| {
+        (bufs[i].upper - bufs[i].lower, bufs[i].size)
+    })
+}
+
+/// Start time (earliest first), then size (largest first).
+pub(crate) fn start_order(bufs: &[Buffer]) -> Vec<usize> {
+    let mut o: Vec<usize> = (0..bufs.len()).collect();
+    o.sort_unstable_by_key(|&i| (bufs[i].lower, std::cmp::Reverse(bufs[i].size), i));
+    o
+}
+
+/// The fullest section a buffer crosses (bytes live there), then size:
+/// the most contended buffers first.
+pub(crate) fn conflict_order(bufs: &[Buffer], span: &[(u32, u32)], nsec: usize) -> Vec<usize> {
+    // Bytes per section by a difference array, then the largest over each
+    // span by a bottom-up max tree: O(n log n) time, O(n) memory.
+    let mut diff = vec![0i128; nsec + 1];
+    for (b, &(lo, hi)) in bufs.iter().zip(span) {
+        diff[lo as usize] += b.size as i128;
+        diff[hi as usize] -= b.size as i128;
+    }
+    let leaves = nsec.max(1).next_power_of_two();
+    let mut tree = vec![0u128; 2 * leaves];
+    let mut acc = 0i128;
+    for (s, d) in diff[..nsec].iter().enumerate() {
+        acc += d;
+        tree[leaves + s] = acc as u128;
+    }
+    for k in (1..leaves).rev() {
+        tree[k] = tree[2 * k].max(tree[2 * k + 1]);
+    }
+    let fullest = |(lo, hi): (u32, u32)| {
+        let (mut a, mut b, mut m) = (lo as usize + leaves, hi as usize + leaves, 0u128);
+        while a < b {
+            if a & 1 == 1 {
+                m = m.max(tree[a]);
+                a += 1;
+            }
+            if b & 1 == 1 {
+                b -= 1;
+                m = m.max(tree[b]);
+            }
+            a >>= 1;
+            b >>= 1;
+        }
+        m
+    };
+    order_by(bufs.len(), |i| (fullest(span[i]), bufs[i].size))
+}
+
+/// Runs the constructive passes over the non-trivial `bufs` (sections from
+/// [`sections`](super::interval::sections)), stopping early at `lb` or
+/// when `stop` says so (the first pass always runs).
+pub(crate) fn construct(
+    bufs: &[Buffer],
+    span: &[(u32, u32)],
+    nsec: usize,
+    lb: usize,
+    stop: Option<&dyn Fn() -> bool>,
+) -> Start {
+    let n = bufs.len();
+    let area = area_order(bufs);
+    // The first pass always completes: hurried (finished without waiting
+    // for lower candidates) once `stop` says so.
+    let first = match skyline_until(bufs, span, nsec, &area, stop, true) {
+        Some(p) => p,
+        None => unreachable!("a hurried skyline completes"),
+    };
+    let mut start = Start {
+        heights: vec![first.height],
+        best: first,
+        greedy_height: None,
+    };
+    let halt = |s: &Start| s.best.height <= lb || stop.is_some_and(|f| f());
+    let keep = |s: &mut Start, p: Option<Placement>| {
+        if let Some(p) = p {
+            s.heights.push(p.height);
+            if p.height < s.best.height {
+                s.best = p;
+            }
+        }
+    };
+    if n == 0 || halt(&start) {
+        return start;
+    }
+    let by_size = size_order(bufs);
+    let greedy = place(bufs, &by_size, Fit::First, stop);
+    start.greedy_height = greedy.as_ref().map(|p| p.height);
+    keep(&mut start, greedy);
+    let small = n <= ALL_ORDERS_LIMIT;
+    // Each pass is built only when its turn comes (the orders cost n log n).
+    let passes: [(&OrderFn, Fit, bool); 6] = [
+        (&|| start_order(bufs), Fit::First, true),
+        (&|| conflict_order(bufs, span, nsec), Fit::First, true),
+        (&|| size_order(bufs), Fit::Best, true),
+        (&|| area_order(bufs), Fit::Best, small),
+        (&|| lifetime_order(bufs), Fit::Best, small),
+        (&|| lifetime_order(bufs), Fit::First, small),
+    ];
+    for (order, fit, run) in passes {
+        if halt(&start) {
+            return start;
+        }
+        if run {
+            let p = place(bufs, &order(), fit, stop);
+            keep(&mut start, p);
+        }
+    }
+    if n <= SKYLINE_LIMIT {
+        for order in [by_size, lifetime_order(bufs)] {
+            if halt(&start) {
+                return start;
+            }
+            let p = skyline_until(bufs, span, nsec, &order, stop, false);
+            keep(&mut start, p);
+        }
+    }
+    start
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::planner::interval::{lower_bound, sections};
+    use crate::planner::rng::Rng;
+    use crate::planner::validate::validate_placement;
+
+    #[test]
+    fn conflict_order_puts_the_most_contended_first() {
+        let bufs = [
+            Buffer::new(0, 2, 5),
+            Buffer::new(1, 3, 5),
+            Buffer::new(5, 6, 9),
+            Buffer::new(2, 4, 1),
+        ];
+        let (span, nsec) = sections(&bufs);
+        // Fullest sections: 10 for buffers 0 and 1, 9 for 2, 6 for 3.
+        assert_eq!(conflict_order(&bufs, &span, nsec), vec![0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn the_start_is_valid_and_no_higher_than_any_pass() {
+        let mut rng = Rng::new(3);
+        for _ in 0..20 {
+            let bufs: Vec<Buffer> = (0..200)
+                .map(|_| {
+                    let l = rng.below(100);
+                    Buffer::new(l, l + 1 + rng.below(25), 1 + rng.below(1000))
+                })
+                .collect();
+            let (span, nsec) = sections(&bufs);
+            let s = construct(&bufs, &span, nsec, lower_bound(&bufs), None);
+            assert_eq!(validate_placement(&bufs, &s.best, 1), Ok(()));
+            assert_eq!(s.best.height, *s.heights.iter().min().unwrap());
+            let greedy = crate::planner::greedy_by_size(&bufs).height;
+            assert!(s.best.height <= greedy);
+            if s.best.height > lower_bound(&bufs) {
+                assert_eq!(s.greedy_height, Some(greedy));
+            }
+        }
+    }
+}
