@@ -180,7 +180,7 @@ pub(crate) fn construct(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::planner::interval::{lower_bound, sections};
+    use crate::planner::interval::{elementary_sections, lower_bound};
     use crate::planner::rng::Rng;
     use crate::planner::validate::validate_placement;
 
@@ -192,7 +192,7 @@ mod tests {
             Buffer::new(5, 6, 9),
             Buffer::new(2, 4, 1),
         ];
-        let (span, nsec) = sections(&bufs);
+        let (span, nsec) = elementary_sections(&bufs);
         // Fullest sections: 10 for buffers 0 and 1, 9 for 2, 6 for 3.
         assert_eq!(conflict_order(&bufs, &span, nsec), vec![0, 1, 2, 3]);
     }
@@ -207,7 +207,7 @@ mod tests {
                     Buffer::new(l, l + 1 + rng.below(25), 1 + rng.below(1000))
                 })
                 .collect();
-            let (span, nsec) = sections(&bufs);
+            let (span, nsec) = elementary_sections(&bufs);
             let s = construct(&bufs, &span, nsec, lower_bound(&bufs), None);
             assert_eq!(validate_placement(&bufs, &s.best, 1), Ok(()));
             assert_eq!(s.best.height, *s.heights.iter().min().unwrap());

@@ -8,7 +8,7 @@
 
 use super::constructive::{conflict_order, start_order};
 use super::fit::{place, Fit};
-use super::interval::{sections, Buffer, Placement};
+use super::interval::{elementary_sections, Buffer, Placement};
 
 /// Conflict lists: `adj[i]` holds every buffer that conflicts with buffer `i`.
 /// Built with a sweep over start times, O(n log n + edges); only the exact
@@ -85,7 +85,7 @@ pub fn greedy(buffers: &[Buffer], order: GreedyOrder) -> Placement {
         GreedyOrder::Size => size_order(&bufs),
         GreedyOrder::Start => start_order(&bufs),
         GreedyOrder::Conflict => {
-            let (span, nsec) = sections(&bufs);
+            let (span, nsec) = elementary_sections(&bufs);
             conflict_order(&bufs, &span, nsec)
         }
     };

@@ -166,10 +166,12 @@ impl Placement {
     }
 }
 
-/// Compresses the times of non-trivial buffers into elementary sections:
+/// Compresses the times of non-trivial buffers into elementary sections
+/// (time cut at every start and end; the decision search's clique sections
+/// are coarser, see `decide::clique_sections`):
 /// `span[i] = (first, last + 1)` section indices of buffer `i` (`(0, 0)` for
 /// trivial buffers). Returns the spans and the number of sections.
-pub(crate) fn sections(buffers: &[Buffer]) -> (Vec<(u32, u32)>, usize) {
+pub(crate) fn elementary_sections(buffers: &[Buffer]) -> (Vec<(u32, u32)>, usize) {
     let mut points: Vec<usize> = Vec::with_capacity(buffers.len() * 2);
     for b in buffers.iter().filter(|b| !b.is_trivial()) {
         points.push(b.lower);
@@ -210,7 +212,7 @@ mod tests {
             Buffer::new(5, 20, 1),
             Buffer::new(7, 7, 1),
         ];
-        let (spans, n) = sections(&bufs);
+        let (spans, n) = elementary_sections(&bufs);
         assert_eq!(n, 3);
         assert_eq!(spans, vec![(0, 2), (1, 3), (0, 0)]);
     }

@@ -18,7 +18,9 @@
 use super::budget::Budget;
 use super::constructive::{area_order, construct, lifetime_order};
 use super::greedy::{conflicts, size_order};
-use super::interval::{check_buffers, lower_bound, sections, Buffer, IntervalError, Placement};
+use super::interval::{
+    check_buffers, elementary_sections, lower_bound, Buffer, IntervalError, Placement,
+};
 use super::local::improve_order;
 use super::rounds::decide_rounds;
 
@@ -113,7 +115,7 @@ impl Problem {
             .filter(|&i| !buffers[i].is_trivial())
             .collect();
         let bufs: Vec<Buffer> = keep.iter().map(|&i| buffers[i]).collect();
-        let (span, nsec) = sections(&bufs);
+        let (span, nsec) = elementary_sections(&bufs);
         // The bound from the sections (bytes live in each), no second sort;
         // sums stay below `naive_bytes`, which fits.
         let mut diff = vec![0isize; nsec + 1];

@@ -231,7 +231,7 @@ pub(crate) fn skyline_until(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::planner::interval::sections;
+    use crate::planner::interval::elementary_sections;
     use crate::planner::validate::validate_placement;
 
     #[test]
@@ -262,7 +262,7 @@ mod tests {
         let bufs: Vec<Buffer> = (0..40_000)
             .map(|i| Buffer::new(i % 977, i % 977 + 1 + i % 13, 1 + (i * 31) % 97))
             .collect();
-        let (span, nsec) = sections(&bufs);
+        let (span, nsec) = elementary_sections(&bufs);
         let order: Vec<usize> = (0..bufs.len()).collect();
         let stop = || true;
         let p = skyline_until(&bufs, &span, nsec, &order, Some(&stop), true).unwrap();
@@ -275,7 +275,7 @@ mod tests {
         let bufs: Vec<Buffer> = (0..20)
             .map(|i| Buffer::new(i % 7, i % 7 + 1 + i % 4, 1 + (i * 13) % 9))
             .collect();
-        let (span, nsec) = sections(&bufs);
+        let (span, nsec) = elementary_sections(&bufs);
         let order: Vec<usize> = (0..bufs.len()).collect();
         let p = skyline(&bufs, &span, nsec, &order);
         assert_eq!(validate_placement(&bufs, &p, 1), Ok(()));

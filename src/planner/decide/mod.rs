@@ -101,8 +101,12 @@ pub(crate) struct Decide<'a> {
     pub(crate) nodes: u64,
 }
 
-/// The sections: one per distinct end time `e`, holding the buffers with
-/// `lower < e <= upper`. Returns each buffer's section range and the count.
+/// The clique sections: one per distinct end time `e`, holding the buffers
+/// with `lower < e <= upper` (every maximal set of buffers live together is
+/// one of them). Coarser than `interval::elementary_sections`, which cuts
+/// time at every start and end: the decision search needs one section per
+/// clique, the constructive passes one per elementary interval. Returns
+/// each buffer's section range and the count.
 fn clique_sections(bufs: &[Buffer]) -> (Vec<(u32, u32)>, usize) {
     let mut ends: Vec<usize> = bufs.iter().map(|b| b.upper).collect();
     ends.sort_unstable();
@@ -388,7 +392,7 @@ mod tests {
     /// exhausted.
     fn optimum(bufs: &[Buffer]) -> usize {
         let adj = conflicts(bufs);
-        let (span, nsec) = crate::planner::interval::sections(bufs);
+        let (span, nsec) = crate::planner::interval::elementary_sections(bufs);
         let order: Vec<usize> = (0..bufs.len()).collect();
         let mut s = crate::planner::search::Search::new(bufs, &adj, &span, nsec, &order);
         let mut cap = crate::planner::lower_bound(bufs);
