@@ -1,0 +1,1 @@
+//! The arena side of pattern mode.
