@@ -372,9 +372,9 @@ fn packing_respects_alignment_and_reaches_the_peak_on_a_stack() {
     let p = pack(&events, &caps, &aligns);
     let sum: usize = caps.iter().sum();
     assert_eq!(p.height, sum);
-    for k in 0..50 {
-        assert_ne!(p.offsets[k], UNPLANNED);
-        assert_eq!(p.offsets[k] % aligns[k], 0);
+    for (&o, &a) in p.offsets.iter().zip(&aligns) {
+        assert_ne!(o, UNPLANNED);
+        assert_eq!(o % a, 0);
     }
 }
 
