@@ -53,7 +53,6 @@ pub(crate) mod metadata;
 pub(crate) mod owners;
 #[cfg(all(test, loom))]
 mod owners_loom;
-#[allow(dead_code)] // wired into the arena by the next commit
 pub(crate) mod pattern;
 pub(crate) mod pins;
 mod release;

@@ -192,10 +192,4 @@ impl Pattern {
         let (o, k) = *self.by_offset.get(i.checked_sub(1)?)?;
         (o == off).then(|| self.caps[k as usize])
     }
-
-    /// Planned allocations of the recording.
-    #[cfg(test)]
-    pub(crate) fn planned_count(&self) -> usize {
-        self.by_offset.len()
-    }
 }

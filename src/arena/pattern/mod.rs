@@ -155,7 +155,15 @@ impl PatternSet {
         self.patterns.iter().map(|p| p.height).sum()
     }
 
+    /// Whether the run in progress is served from a pattern (its
+    /// bookkeeping allocates nothing).
+    #[inline]
+    pub(crate) fn serving(&self) -> bool {
+        matches!(self.run, Run::Serving { .. })
+    }
+
     /// Whether the run in progress is being recorded (its bookkeeping may allocate).
+    #[cfg(test)]
     pub(crate) fn learning(&self) -> bool {
         matches!(self.run, Run::Learning { .. })
     }
