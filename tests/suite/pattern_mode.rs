@@ -300,3 +300,39 @@ fn other_threads_are_served_from_classes_during_a_run() {
     arena.begin_run();
     assert_eq!(arena.stats().pattern_hits, 3);
 }
+
+/// Entering a scope of the scoped global allocator is a run boundary.
+/// (This binary's global allocator counts calls rather than scoping them:
+/// `tests/global.rs` runs third-party work under the scoped one.)
+#[test]
+fn global_scope_entry_is_a_run_boundary() {
+    let arena = pattern_arena();
+    for _ in 0..4 {
+        let _g = warmarena::global::enter(&arena);
+        let a = arena.allocate(4096, 64).unwrap();
+        let b = arena.allocate(100, 16).unwrap();
+        drop((a, b));
+    }
+    arena.begin_run();
+    let s = arena.stats();
+    assert_eq!((s.pattern_learned, s.pattern_hits), (1, 3));
+}
+
+/// `RunContext::clear` is a run boundary of the session's execution arena.
+#[test]
+fn run_context_clear_is_a_run_boundary() {
+    use warmarena::session::{GraphSpec, RunContext, Session};
+    let exec = pattern_arena();
+    let g = GraphSpec::new()
+        .input("x")
+        .node("inc", &["x"], &["y"])
+        .output("y");
+    let session = Session::new(&g, exec.clone(), warmarena::IoArena::new()).unwrap();
+    let mut ctx = RunContext::new(&session);
+    for _ in 0..4 {
+        ctx.clear();
+        drop(exec.allocate(4096, 64).unwrap());
+    }
+    ctx.clear();
+    assert_eq!(exec.stats().pattern_hits, 3);
+}
