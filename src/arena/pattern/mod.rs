@@ -294,6 +294,27 @@ impl PatternSet {
         }
     }
 
+    /// [`PatternSet::on_allocate`] for a run being served whose block is
+    /// held: `None` when the request needs more (a first request, a
+    /// recording, a block to grant).
+    #[inline]
+    pub(crate) fn try_hit(&mut self, thread: usize, size: usize, align: usize) -> Option<Action> {
+        let Run::Serving { thread: t, index } = self.run else {
+            return None;
+        };
+        let p = &mut self.patterns[index];
+        if t != thread || p.block.is_none() {
+            return None;
+        }
+        Some(match p.serve(size, align, |_, _| None) {
+            Served::Planned { addr, cap } => {
+                self.counters.planned_allocations += 1;
+                Action::Planned { addr, cap }
+            }
+            Served::Ordinary => Action::Ordinary { record: None },
+        })
+    }
+
     /// Recorded allocation `k` was granted arena block `block` of `cap` bytes.
     pub(crate) fn granted(&mut self, k: u32, block: u32, cap: usize) {
         if let Run::Learning { rec, .. } = &mut self.run {
@@ -317,7 +338,7 @@ impl PatternSet {
     }
 
     /// Whether `addr` lies in a held pattern block (a planned buffer).
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn owns(&self, addr: usize) -> bool {
         self.patterns.iter().any(|p| p.holds(addr))
     }

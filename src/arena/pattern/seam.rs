@@ -94,6 +94,25 @@ impl ArenaCore {
     ) -> Result<Grant, AllocError> {
         let thread = thread_token();
         let mut st = self.lock();
+        // The hit path: a matching run whose block is held.
+        if let Some(a) = st
+            .pattern
+            .as_deref_mut()
+            .and_then(|s| s.try_hit(thread, size, align))
+        {
+            return match a {
+                Action::Planned { addr, cap } => Ok(Grant {
+                    // SAFETY: `addr` is inside the held block (base + an
+                    // offset below the block's height), so it is not null.
+                    ptr: unsafe { NonNull::new_unchecked(addr as *mut u8) },
+                    cap,
+                    block: PLANNED_BLOCK,
+                    fresh: false,
+                    warm: true,
+                }),
+                Action::Ordinary { .. } => self.grant_locked(&mut st, size, align),
+            };
+        }
         let Some(mut set) = st.pattern.take() else {
             return self.grant_locked(&mut st, size, align);
         };
@@ -134,38 +153,30 @@ impl ArenaCore {
     /// Frees with the lock held in an arena with pattern mode on: a planned
     /// buffer (`block == PLANNED_BLOCK`, or found by address when `block`
     /// is `None`) or an arena block (noted if the run is being learned).
+    #[inline]
     fn free_patterned_locked(&self, st: &mut ArenaState, block: Option<u32>, addr: usize) -> bool {
-        let Some(mut set) = st.pattern.take() else {
-            return match block {
-                Some(b) => st.free(b, addr, &self.os),
-                None => st
-                    .live_block_at(addr)
-                    .is_some_and(|b| st.free(b, addr, &self.os)),
-            };
-        };
-        let returned = match block {
-            Some(PLANNED_BLOCK) | None if set.owns(addr) => match set.on_free_planned(addr) {
-                Some(r) => {
-                    self.give_back(st, r);
-                    true
-                }
-                None => false,
-            },
-            Some(PLANNED_BLOCK) => false,
-            Some(b) => {
-                set.on_free_block(b);
-                st.free(b, addr, &self.os)
+        if matches!(block, Some(PLANNED_BLOCK) | None) {
+            if let Some(r) = st
+                .pattern
+                .as_deref_mut()
+                .and_then(|s| s.on_free_planned(addr))
+            {
+                self.give_back(st, r);
+                return true;
             }
+        }
+        let b = match block {
+            Some(PLANNED_BLOCK) => return false,
+            Some(b) => b,
             None => match st.live_block_at(addr) {
-                Some(b) => {
-                    set.on_free_block(b);
-                    st.free(b, addr, &self.os)
-                }
-                None => false,
+                Some(b) => b,
+                None => return false,
             },
         };
-        st.pattern = Some(set);
-        returned
+        if let Some(set) = st.pattern.as_deref_mut() {
+            set.on_free_block(b);
+        }
+        st.free(b, addr, &self.os)
     }
 
     /// `free` (by block, or by address when `block` is `None`) in an arena
