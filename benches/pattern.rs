@@ -9,9 +9,10 @@ use std::alloc::{GlobalAlloc, Layout};
 use std::hint::black_box;
 use warmarena::{ArenaConfig, ExecutionArena};
 
-/// Pairs per run of the planned arena: the run is `RUN` pairs of one size,
+/// Pairs per run of the planned arena (a run of an inference-sized graph):
+/// the run is `RUN` pairs of one size,
 /// learned once, then replayed; each iteration is one pair.
-const RUN: usize = 1 << 16;
+const RUN: usize = 1024;
 
 fn pairs(c: &mut Criterion) {
     let mut g = c.benchmark_group("pattern_pair");

@@ -36,6 +36,12 @@ fn thread_token() -> usize {
     TOKEN.try_with(|t| t as *const u8 as usize).unwrap_or(0)
 }
 
+/// The bytes a planned buffer gets for a request of `size`: 16-byte
+/// granules (the arena's smallest capacity step).
+fn planned_len(size: usize) -> usize {
+    size.saturating_add(15) & !15
+}
+
 impl ArenaCore {
     /// Serves a request with the lock held, as the ordinary paths would.
     fn grant_locked(
@@ -139,7 +145,10 @@ impl ArenaCore {
                 let g = self.grant_locked(&mut st, size, align);
                 if let Some(k) = record {
                     match &g {
-                        Ok(g) => set.granted(k, g.block, g.cap),
+                        // Planned at the bytes asked for (16-byte granules),
+                        // not the class capacity: the block packs requests,
+                        // not classes.
+                        Ok(g) => set.granted(k, g.block, planned_len(size)),
                         Err(_) => set.failed(),
                     }
                 }
