@@ -4,7 +4,8 @@
 //! the live peak in class capacities (what an ordinary warm arena holds at
 //! its peak), the planned block, its ratio to the interval lower bound
 //! (the live peak of the bytes asked for) and to the class peak,
-//! hits and misses over five served runs, and the faults and system calls
+//! the time the boundary took to plan the run, hits and misses over five
+//! served runs, and the faults and system calls
 //! of those runs.
 //!
 //! `cargo run -p warmarena --release --example pattern_trace`
@@ -47,8 +48,8 @@ fn run(
 
 fn main() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
-    println!("| trace | buffers | interval lower bound | live peak (classes) | planned block | block / lower bound | block / peak | hits / misses | faults, syscalls (5 runs) |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("| trace | buffers | interval lower bound | live peak (classes) | planned block | block / lower bound | block / peak | plan ms | hits / misses | faults, syscalls (5 runs) |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for dir in ["minimalloc", "tvm"] {
         let mut files: Vec<_> = std::fs::read_dir(root.join(dir))
             .expect("tests/data")
@@ -67,7 +68,9 @@ fn main() {
             arena.reset_peak();
             run(&arena, &bufs, &ev, &mut slots);
             let peak = arena.stats().peak_live_bytes;
+            let t = std::time::Instant::now();
             arena.begin_run();
+            let plan_ms = t.elapsed().as_secs_f64() * 1e3;
             run(&arena, &bufs, &ev, &mut slots);
             arena.begin_run();
             let s0 = arena.stats();
@@ -81,7 +84,7 @@ fn main() {
             let s = arena.stats();
             let block = s.pattern_block_bytes;
             println!(
-                "| {}/{} | {} | {} | {} | {} | {:.3} | {:.3} | {} / {} | {}, {} |",
+                "| {}/{} | {} | {} | {} | {} | {:.3} | {:.3} | {:.1} | {} / {} | {}, {} |",
                 dir,
                 f.file_name().unwrap().to_string_lossy(),
                 bufs.len(),
@@ -90,6 +93,7 @@ fn main() {
                 block,
                 block as f64 / lower_bound(&bufs) as f64,
                 block as f64 / peak as f64,
+                plan_ms,
                 s.pattern_hits - s0.pattern_hits,
                 s.pattern_misses - s0.pattern_misses,
                 fl.minor,

@@ -8,8 +8,8 @@
 //!   coalescing (O(n log n): a 600 000-allocation run packs in well under a
 //!   second), which respects each buffer's own alignment;
 //! * for small runs (at most [`SOLVE_LIMIT`] buffers, alignments up to 64),
-//!   the planner's own [`solve`](crate::planner::solve) with a small node
-//!   budget, which often reaches the lower bound where the replay does not.
+//!   the planner's own [`solve`](crate::planner::solve) with a node budget
+//!   of [`SOLVE_NODES`], which often reaches the lower bound where the replay does not.
 
 use super::recorder::Event;
 use crate::planner::{solve, Budget, Buffer, SolveOptions};
@@ -20,6 +20,10 @@ pub(crate) const UNPLANNED: usize = usize::MAX;
 
 /// Runs with more planned buffers than this are packed by the replay only.
 pub(crate) const SOLVE_LIMIT: usize = 2000;
+
+/// The planner's node budget at a boundary: at most a few hundred
+/// milliseconds on the hardest published instances (docs/planner.md).
+pub(crate) const SOLVE_NODES: u64 = 200_000;
 
 /// Offsets for one recorded run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,7 +90,7 @@ fn with_planner(
         .map(|&k| Buffer::new(lower[k], upper[k], align_up(caps[k], 64)))
         .collect();
     let opts = SolveOptions {
-        max_nodes: 20_000,
+        max_nodes: SOLVE_NODES,
         ..SolveOptions::default()
     };
     let sol = solve(&bufs, &opts, &Budget::nodes(opts.max_nodes)).ok()?;

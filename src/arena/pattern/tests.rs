@@ -414,7 +414,7 @@ fn replay(sim: &mut Sim, run: &[(bool, usize, usize, usize)], deviate_at: Option
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    #![proptest_config(ProptestConfig::with_cases(if cfg!(miri) { 2 } else { 48 }))]
 
     /// Random runs, replayed with a random deviation (or none) and random
     /// keys: no two live buffers ever overlap, and every block granted is
