@@ -9,7 +9,7 @@
 //!   second), which respects each buffer's own alignment;
 //! * for small runs (at most [`SOLVE_LIMIT`] buffers, alignments up to 64),
 //!   the planner's own [`solve`](crate::planner::solve) with a node budget
-//!   of [`SOLVE_NODES`], which often reaches the lower bound where the replay does not.
+//!   of [`SOLVE_NODES`] and [`SOLVE_TIME`], which often reaches the lower bound where the replay does not.
 
 use super::recorder::Event;
 use crate::planner::{solve, Budget, Buffer, SolveOptions};
@@ -21,9 +21,13 @@ pub(crate) const UNPLANNED: usize = usize::MAX;
 /// Runs with more planned buffers than this are packed by the replay only.
 pub(crate) const SOLVE_LIMIT: usize = 2000;
 
-/// The planner's node budget at a boundary: at most a few hundred
-/// milliseconds on the hardest published instances (docs/planner.md).
+/// The planner's node budget at a boundary.
 pub(crate) const SOLVE_NODES: u64 = 200_000;
+
+/// The planner's search also stops after this long: the boundary plans
+/// under the arena lock, so its stall is bounded (the replay's placement
+/// stands whenever the search finds nothing lower in time).
+pub(crate) const SOLVE_TIME: std::time::Duration = std::time::Duration::from_millis(150);
 
 /// Offsets for one recorded run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,7 +97,13 @@ fn with_planner(
         max_nodes: SOLVE_NODES,
         ..SolveOptions::default()
     };
-    let sol = solve(&bufs, &opts, &Budget::nodes(opts.max_nodes)).ok()?;
+    let start = std::time::Instant::now();
+    let stop = move || start.elapsed() > SOLVE_TIME;
+    let budget = Budget {
+        max_nodes: opts.max_nodes,
+        stop: Some(&stop),
+    };
+    let sol = solve(&bufs, &opts, &budget).ok()?;
     let mut offsets = vec![UNPLANNED; caps.len()];
     for (i, &k) in keep.iter().enumerate() {
         let o = sol.placement.offsets[i];
