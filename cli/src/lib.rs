@@ -4,6 +4,7 @@
 //! command line with clap and dispatches here.
 
 pub mod backend;
+pub mod draw;
 pub mod plan;
 pub mod planned;
 pub mod progress;

@@ -30,6 +30,10 @@ pub struct PlanArgs {
     /// Print one JSON object instead of the text summary.
     #[arg(long)]
     pub json: bool,
+    /// Draw the packing (offset over time, one rectangle per buffer, the
+    /// lower bound and the height) as an SVG picture to this file.
+    #[arg(long, value_name = "plan.svg")]
+    pub svg: Option<String>,
 }
 
 /// What one planning run produced, ready to print.
@@ -134,6 +138,20 @@ pub fn run(args: &PlanArgs) -> Result<(), String> {
             write_csv(&report.ids, &report.buffers, &report.offsets),
         )
         .map_err(|e| format!("{path}: {e}"))?;
+    }
+    if let Some(path) = &args.svg {
+        let mut pic = crate::draw::convert::plan_picture(
+            &args.file,
+            &report.ids,
+            &report.buffers,
+            &report.offsets,
+        );
+        pic.lower_bound = report.lower_bound;
+        pic.height = report.height;
+        pic.time_ms = report.time_ms;
+        pic.optimal = report.optimal;
+        let svg = crate::draw::plan_svg(&pic).map_err(|e| format!("{path}: {e}"))?;
+        std::fs::write(path, svg).map_err(|e| format!("{path}: {e}"))?;
     }
     let ratio = |h: usize| {
         if report.lower_bound == 0 {

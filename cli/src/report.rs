@@ -32,6 +32,8 @@ pub struct ReportOptions {
     pub idle_ms: u64,
     /// Where to write every figure as JSON.
     pub json: Option<String>,
+    /// Where to write the HTML page of charts.
+    pub html: Option<String>,
     /// Scenarios to run (default: all six).
     pub scenarios: Vec<Scenario>,
     /// The built-in large model: `transformer` (default) or `cnn`.
@@ -47,6 +49,7 @@ impl Default for ReportOptions {
             scale: 1.0,
             idle_ms: 400,
             json: None,
+            html: None,
             scenarios: Scenario::ALL.to_vec(),
             model: "transformer".into(),
         }
@@ -94,6 +97,10 @@ pub struct ReportArgs {
     /// The built-in large model.
     #[arg(long, value_enum, default_value_t = Model::Transformer)]
     pub model: Model,
+    /// Also write a self-contained HTML page with a chart per scenario
+    /// (warm ms, warm faults, RSS / live peak, cold faults per back end).
+    #[arg(long, value_name = "report.html")]
+    pub html: Option<String>,
 }
 
 impl ReportArgs {
@@ -117,6 +124,7 @@ impl ReportArgs {
             scale: self.scale,
             idle_ms: self.idle_ms,
             json: self.json.clone(),
+            html: self.html.clone(),
             scenarios,
             model: match self.model {
                 Model::Transformer => "transformer".into(),
@@ -542,20 +550,25 @@ pub fn run(args: &ReportArgs) -> Result<(), String> {
         drop(run_net_session(&w.nets[0], &mut ctx, &w.images[0]));
         b.exec.stats().peak_live_bytes
     };
-    println!(
-        "warmarena report: example network (conv/relu/add/head/fc, 64x64x16, exec peak {:.1} MiB) and {} ({} buffers, {:.0} MiB written per run, live peak {:.0} MiB)",
-        mib(net_peak as f64),
-        w.large_label,
-        w.traces[0].schedule.len(),
-        mib(w.traces[0].schedule.total_bytes() as f64),
-        mib(w.large_peak() as f64)
-    );
-    println!(
-        "each scenario: 1 cold run + {} warm runs per back end, one process, same kernels; faults via {}; idle gap {} ms; RSS/peak = RSS growth over the scenario / live peak",
-        o.runs,
-        if source == FaultSource::PerfEvents { "perf events" } else { "getrusage" },
-        o.idle_ms
-    );
+    let header = [
+        format!(
+            "warmarena report: example network (conv/relu/add/head/fc, 64x64x16, exec peak {:.1} MiB) and {} ({} buffers, {:.0} MiB written per run, live peak {:.0} MiB)",
+            mib(net_peak as f64),
+            w.large_label,
+            w.traces[0].schedule.len(),
+            mib(w.traces[0].schedule.total_bytes() as f64),
+            mib(w.large_peak() as f64)
+        ),
+        format!(
+            "each scenario: 1 cold run + {} warm runs per back end, one process, same kernels; faults via {}; idle gap {} ms; RSS/peak = RSS growth over the scenario / live peak",
+            o.runs,
+            if source == FaultSource::PerfEvents { "perf events" } else { "getrusage" },
+            o.idle_ms
+        ),
+    ];
+    for line in &header {
+        println!("{line}");
+    }
     let bar = crate::progress::steps(0);
     let rows = collect(&o, &w, |k, n, label| {
         bar.set_length(n as u64);
@@ -573,6 +586,25 @@ pub fn run(args: &ReportArgs) -> Result<(), String> {
     }
     println!();
     println!("syscalls and MiB from OS: n/a for peers (their system calls are not visible to this process without tracing it).");
+    if let Some(path) = &o.html {
+        let large_peak = w.large_peak();
+        let pic = crate::draw::convert::report_picture(
+            &rows,
+            |r| {
+                if r.workload == "large-model" {
+                    large_peak
+                } else {
+                    net_peak
+                }
+            },
+            crate::draw::convert::machine_line(),
+            crate::draw::convert::command_line(),
+            header.to_vec(),
+        );
+        let html = crate::draw::report_html(&pic).map_err(|e| format!("{path}: {e}"))?;
+        std::fs::write(path, html).map_err(|e| format!("{path}: {e}"))?;
+        println!("wrote the charts to {path}");
+    }
     if let Some(path) = &o.json {
         let flat: Vec<Row> = rows.into_iter().flatten().collect();
         std::fs::write(path, to_json(&flat, &w, net_peak)).map_err(|e| format!("{path}: {e}"))?;

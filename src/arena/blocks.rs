@@ -39,6 +39,8 @@ pub(crate) struct Block {
     pub map_len: usize,
     /// When it was last freed (the arena's free counter).
     pub freed_at: u64,
+    /// How many of its first bytes have their pages (see `ready.rs`).
+    pub ready: usize,
     /// Links in the class list (warm or cold).
     pub prev: u32,
     pub next: u32,
@@ -57,6 +59,7 @@ impl Block {
             run,
             map_len,
             freed_at: 0,
+            ready: 0,
             prev: NIL,
             next: NIL,
         }

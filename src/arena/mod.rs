@@ -2,11 +2,11 @@
 //! and kernel workspaces) and [`IoArena`] (graph outputs and staged inputs).
 //!
 //! An arena keeps freed buffers with their pages on per-class free lists, in
-//! least-recently-freed order, and serves each request from the smallest
-//! retained class that fits (never more than twice the rounded request), found
-//! in O(1) through a bitmap of non-empty classes. Only when nothing fits does
-//! it go to the OS. A retention cap bounds what is kept; `trim` gives it all
-//! back.
+//! least-recently-freed order, and serves each request from a retained
+//! buffer of its own class (`reuse.rs` says why never a larger one), every
+//! retained buffer materialized up to the largest request its class has
+//! served (`ready.rs`). Only when the class has none does it go to the OS. A
+//! retention cap bounds what is kept; `trim` gives it all back.
 //!
 //! The warm path is short enough to inline into the caller: a range check
 //! on the request, the lock (one atomic, released by a plain store), the
@@ -55,6 +55,7 @@ pub(crate) mod owners;
 mod owners_loom;
 pub(crate) mod pattern;
 pub(crate) mod pins;
+mod ready;
 mod release;
 mod reserve;
 mod reuse;

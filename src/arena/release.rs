@@ -29,6 +29,9 @@ impl ArenaState {
         }
         let c = class as usize;
         self.clock += 1;
+        if self.behind_high(i) {
+            self.catch_up(i, os);
+        }
         let b = self.table.at(i);
         b.state = BlockState::Warm;
         b.freed_at = self.clock;
@@ -101,7 +104,9 @@ impl ArenaState {
             self.unmap_block(i, b.addr, b.map_len, os);
             return b.cap;
         }
-        self.table.at(i).state = BlockState::Cold;
+        let cold = self.table.at(i);
+        cold.state = BlockState::Cold;
+        cold.ready = 0;
         self.table.push_back(&mut self.cold[c], i);
         if self.runs[b.run as usize].segment {
             // A segment block is page-aligned and page-sized: its pages go

@@ -41,43 +41,26 @@ impl ArenaState {
         os: &OsCounters,
     ) -> Result<Grant, AllocError> {
         let cap = capacity(class);
-        if cap < CARVE_LIMIT {
+        let g = if cap < CARVE_LIMIT {
             self.carve(class, os)
         } else if cap < SEGMENT_CARVE_MAX.min(SEGMENT_LEN + 1) {
-            self.carve_segment(class, size, align, os)
+            self.carve_segment(class, align, os)
         } else {
-            self.map_block(class, size, os)
-        }
-    }
-
-    /// Materializes the part of a new block past its first request, up to
-    /// 2 MiB of it: the first owner writes only its request, and a later,
-    /// larger request served warm from this block must not fault on the
-    /// tail. Blocks below 16 MiB (every tensor-sized class) have tails under
-    /// 2 MiB and are thus always fully materialized; a larger block (a
-    /// planned run's whole block, say) is not inflated by up to an eighth of
-    /// its size for bytes no one may ever touch.
-    fn prefault_tail(&self, addr: usize, size: usize, cap: usize, os: &OsCounters) {
-        if self.config.prefault {
-            return;
-        }
-        let touched = os::round_to_pages(size).unwrap_or(cap).min(cap);
-        let len = (cap - touched).min(HUGE_PAGE_SIZE);
-        if len > 0 {
-            // SAFETY: [addr + touched, addr + touched + len) lies inside one
-            // live, read-write mapping of the arena (the block's own range).
-            unsafe { os::prefault(NonNull::new_unchecked((addr + touched) as *mut u8), len, os) };
-        }
+            self.map_block(class, os)
+        }?;
+        // The request writes its own bytes; the tail past them is
+        // materialized up to the class's largest request (`ready.rs`).
+        self.ready_new(g.block, size, os);
+        Ok(g)
     }
 
     /// A block of a class from 64 KiB to 16 MiB: a released block of the
     /// class (if suitably aligned), else the next suitably aligned slice of the
     /// current segment, taking an idle segment or mapping a new one when it
-    /// is full. The tail past the request is materialized at once.
+    /// is full.
     fn carve_segment(
         &mut self,
         class: Class,
-        size: usize,
         align: usize,
         os: &OsCounters,
     ) -> Result<Grant, AllocError> {
@@ -85,11 +68,9 @@ impl ArenaState {
         let page = os::page_size();
         let i = self.cold[class].head;
         if i != NIL && self.table.get(i).is_some_and(|b| b.addr % align == 0) {
-            let g = self.revive_cold(class, i);
             // Its pages were released with the eviction: the request faults
-            // them in; the tail is materialized now as for a new block.
-            self.prefault_tail(g.ptr.as_ptr() as usize, size, cap, os);
-            return Ok(g);
+            // them in, as for a new block.
+            return Ok(self.revive_cold(class, i));
         }
         self.room_for_one_block(cap)?;
         // Every block of a class is aligned to the largest power of two that
@@ -138,9 +119,7 @@ impl ArenaState {
         seg.carved = addr + cap - seg.base;
         seg.active += 1;
         seg.touched = true;
-        let g = self.grant_new(Block::new(addr, cap, class as u16, s, 0));
-        self.prefault_tail(addr, size, cap, os);
-        Ok(g)
+        Ok(self.grant_new(Block::new(addr, cap, class as u16, s, 0)))
     }
 
     /// Hands out again cold block `i` of `class` (carved from a run or a
@@ -255,13 +234,7 @@ impl ArenaState {
     /// A block with its own mapping, aligned to the largest power of two not
     /// above its capacity (capped at [`MAX_ALIGN`]), so every alignment a
     /// request of this class may carry is met by every buffer of the class.
-    /// Its tail is materialized as for segment blocks (`prefault_tail`).
-    fn map_block(
-        &mut self,
-        class: Class,
-        size: usize,
-        os: &OsCounters,
-    ) -> Result<Grant, AllocError> {
+    fn map_block(&mut self, class: Class, os: &OsCounters) -> Result<Grant, AllocError> {
         let cap = capacity(class);
         self.room_for_one_block(cap)?;
         let pow2_floor = 1usize << (usize::BITS - 1 - cap.leading_zeros());
@@ -273,7 +246,6 @@ impl ArenaState {
         };
         let p = os::map(req, os).map_err(|e| oom(cap, e))?;
         owners::register(p.as_ptr() as usize, cap, self.owner);
-        self.prefault_tail(p.as_ptr() as usize, size, cap, os);
         self.stats.mapped_bytes += cap;
         Ok(self.grant_new(Block::new(p.as_ptr() as usize, cap, class as u16, NIL, cap)))
     }

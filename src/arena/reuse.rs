@@ -1,37 +1,62 @@
-//! The warm path: serve a request from a retained buffer, best fit, O(1).
+//! The warm path: serve a request from a retained buffer of its own class,
+//! O(1).
+//!
+//! Only the request's own class is used, never a larger one: a repeating
+//! workload then finds, at every step of a warm run, as many retained
+//! buffers of each class as the run before had (its live count per class
+//! is the same at every step), whatever order buffers were freed in, so a
+//! warm run never goes to the OS. Serving from larger classes (a 2× window)
+//! saves memory within a run but makes the next run's choices differ from
+//! the last one's, and a class left short goes cold mid-run, faulting.
 
 use super::blocks::BlockState;
 use super::state::{ArenaState, Grant};
-use crate::size_class::{capacity, max_fit_class, Class, MIN_CAPACITY};
+use crate::os::OsCounters;
+use crate::size_class::{capacity, Class, MIN_CAPACITY};
 use core::ptr::NonNull;
 
 impl ArenaState {
-    /// The smallest retained class in `class..=max_fit_class(class)` whose
-    /// buffers satisfy `align`, and its most recently freed buffer (the one
-    /// most likely still in cache). No system call, no allocation.
-    pub(crate) fn take_warm(&mut self, class: Class, align: usize) -> Option<Grant> {
-        let k = self.best_fit_class(class, align)?;
-        Some(self.take_tail(k))
+    /// The most recently freed buffer of `class` (the one most likely still
+    /// in cache) for a request of `size` bytes at `align`, when the class
+    /// has one and its buffers satisfy `align`. No allocation; a system call
+    /// only when `size` is above every request the class served before
+    /// (see `ready.rs`).
+    pub(crate) fn take_warm(
+        &mut self,
+        class: Class,
+        size: usize,
+        align: usize,
+        os: &OsCounters,
+    ) -> Option<Grant> {
+        self.take_exact(class, size, align, os)
     }
 
-    /// [`ArenaState::take_warm`] when the request's own class has a buffer
-    /// aligned enough (then it is the best fit, and no window is scanned).
+    /// [`ArenaState::take_warm`], inlined into the allocation fast path.
     #[inline(always)]
-    pub(crate) fn take_exact(&mut self, class: Class, align: usize) -> Option<Grant> {
+    pub(crate) fn take_exact(
+        &mut self,
+        class: Class,
+        size: usize,
+        align: usize,
+        os: &OsCounters,
+    ) -> Option<Grant> {
         if !self.warm.has(class) || !serves_alignment(class, align) {
             return None;
         }
-        Some(self.take_tail(class))
+        Some(self.take_tail(class, size, os))
     }
 
     /// Hands out the most recently freed buffer of class `k` (non-empty).
     #[inline(always)]
-    fn take_tail(&mut self, k: Class) -> Grant {
+    fn take_tail(&mut self, k: Class, size: usize, os: &OsCounters) -> Grant {
         let i = self.warm.pop_newest(&mut self.table, k);
         let b = self.table.at(i);
         b.state = BlockState::Live;
-        let (addr, cap) = (b.addr, b.cap);
+        let (addr, cap, ready) = (b.addr, b.cap, b.ready);
         self.note_live(cap);
+        if size > ready {
+            self.ready_for(i, size, os);
+        }
         Grant {
             // SAFETY: a block's address is never zero: it came from a
             // successful mapping (or the heap stand-in under Miri).
@@ -40,20 +65,6 @@ impl ArenaState {
             block: i,
             fresh: false,
             warm: true,
-        }
-    }
-
-    /// The smallest retained class in `class..=max_fit_class(class)` whose
-    /// buffers satisfy `align`.
-    fn best_fit_class(&self, class: Class, align: usize) -> Option<Class> {
-        let hi = max_fit_class(class);
-        if align <= MIN_CAPACITY {
-            self.warm.classes.first_in(class, hi)
-        } else {
-            self.warm
-                .classes
-                .iter_in(class, hi)
-                .find(|&k| serves_alignment(k, align))
         }
     }
 }

@@ -57,7 +57,7 @@ impl ArenaCore {
             let eff = (size.max(align) + (align - 1)) & !(align - 1);
             let c = class_of_classed(eff);
             let mut st = self.lock();
-            if let Some(g) = st.take_exact(c, align) {
+            if let Some(g) = st.take_exact(c, eff, align, &self.os) {
                 return Ok(g);
             }
             // Checked and classed already, and the lock is held: go on from here.
@@ -67,7 +67,7 @@ impl ArenaCore {
     }
 
     /// A classed request of `eff` bytes (class `c`) with the lock held:
-    /// best fit over the 2× window, else the cold path.
+    /// a retained buffer of the class, else the cold path.
     #[inline(never)]
     fn serve_classed(
         &self,
@@ -76,7 +76,7 @@ impl ArenaCore {
         eff: usize,
         align: usize,
     ) -> Result<Grant, AllocError> {
-        if let Some(g) = st.take_warm(c, align) {
+        if let Some(g) = st.take_warm(c, eff, align, &self.os) {
             return Ok(g);
         }
         // The cold path may grow metadata through the global allocator

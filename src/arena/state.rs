@@ -95,6 +95,8 @@ pub(crate) struct ArenaState {
     /// arena goes, while runs themselves are never unmapped.
     pub run_regions: Vec<RunRegion>,
     pub current_run: [u32; CLASS_COUNT],
+    /// The largest request each class has served (see `ready.rs`).
+    pub high: [usize; CLASS_COUNT],
     /// The segment large classes are carved from now.
     pub current_segment: u32,
     /// Segments whose buffers were all released, ready to be carved again.
@@ -127,6 +129,7 @@ impl ArenaState {
             runs: Vec::new(),
             run_regions: Vec::new(),
             current_run: [NIL; CLASS_COUNT],
+            high: [0; CLASS_COUNT],
             current_segment: NIL,
             idle_segments: Vec::new(),
             by_addr: AddrMap::default(),

@@ -68,6 +68,11 @@ impl WarmSets {
         i
     }
 
+    /// The most recently freed buffer of class `c` (`NIL` when none).
+    pub(crate) fn newest(&self, c: Class) -> u32 {
+        self.hot[c]
+    }
+
     /// The least recently freed buffer of class `c` (`NIL` when none).
     pub(crate) fn oldest(&self, c: Class) -> u32 {
         let list = &self.older[c];

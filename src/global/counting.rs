@@ -1,11 +1,17 @@
 //! [`CountingSystem`]: the system allocator, counting the allocation calls
-//! each thread makes through it. Put it under [`ScopedGlobal`](super::ScopedGlobal)
+//! each thread makes through it, and all threads' calls together. Put it under [`ScopedGlobal`](super::ScopedGlobal)
 //! (or install it on its own) to assert what a warm run must show: zero
 //! calls to the system allocator.
 
 use core::alloc::{GlobalAlloc, Layout};
 use std::alloc::System;
 use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Every thread's allocation calls, for [`CountingSystem::calls_all_threads`].
+/// One relaxed add per system allocation: a counting allocator is for tests
+/// and examples, where that cost is noise next to the system call it counts.
+static ALL_CALLS: AtomicU64 = AtomicU64::new(0);
 
 thread_local! {
     // Const-initialised, no destructor: safe to touch from inside the
@@ -39,9 +45,37 @@ impl CountingSystem {
     pub fn calls() -> u64 {
         CALLS.with(Cell::get)
     }
+
+    /// Allocation calls every thread of the process has made through a
+    /// `CountingSystem` so far, so a test can assert that no thread (a
+    /// runtime's workers included) called the system allocator during a
+    /// warm run. Exact once the threads it counts have stopped allocating
+    /// (their adds are visible after a join or any other synchronization).
+    ///
+    /// ```
+    /// use warmarena::global::CountingSystem;
+    /// use std::alloc::{GlobalAlloc, Layout};
+    ///
+    /// let before = CountingSystem::calls_all_threads();
+    /// std::thread::spawn(|| {
+    ///     let layout = Layout::from_size_align(64, 8).unwrap();
+    ///     // SAFETY: a non-zero layout; the block is freed with the same layout.
+    ///     unsafe {
+    ///         let p = CountingSystem.alloc(layout);
+    ///         CountingSystem.dealloc(p, layout);
+    ///     }
+    /// })
+    /// .join()
+    /// .unwrap();
+    /// assert!(CountingSystem::calls_all_threads() >= before + 1);
+    /// ```
+    pub fn calls_all_threads() -> u64 {
+        ALL_CALLS.load(Ordering::Relaxed)
+    }
 }
 
 fn bump() {
+    ALL_CALLS.fetch_add(1, Ordering::Relaxed);
     // `try_with`: an allocation during thread teardown is not an error.
     let _ = CALLS.try_with(|c| c.set(c.get() + 1));
 }

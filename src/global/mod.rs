@@ -61,6 +61,7 @@
 //! ```
 
 mod counting;
+mod default;
 mod scope;
 mod stats;
 
@@ -178,7 +179,99 @@ pub fn suspend() -> ScopeGuard {
     scope::suspend()
 }
 
-/// Whether this thread's global allocations are currently served by an arena.
+/// Makes `arena` the process default: threads with no scope of their own
+/// (worker pools, threads a library starts) allocate from it until
+/// [`clear_default`] or the next `set_default`. The default holds a handle
+/// of its own, like a scope, so the arena lives while it is the default even
+/// after its owner drops every handle. Frees still go to each buffer's own
+/// arena by address.
+///
+/// A thread takes its own handle of the default at its first allocation
+/// after a change ("adopts" it), so a thread in the middle of an allocation
+/// when the default changes finishes it in the arena it adopted; its next
+/// allocation uses the new default. A replaced arena lives until every
+/// thread that adopted it has allocated again or exited, and its last
+/// buffer is freed. A thread inside [`enter`] or [`suspend`] ignores the
+/// default until it leaves them.
+///
+/// ```
+/// use warmarena::global;
+/// let arena = warmarena::ExecutionArena::new();
+/// global::set_default(&arena);
+/// let worker = std::thread::spawn(global::in_scope).join().unwrap();
+/// assert!(worker, "a thread with no scope of its own uses the default");
+/// {
+///     let _s = global::suspend();
+///     assert!(!global::in_scope());
+/// }
+/// global::clear_default();
+/// assert!(!std::thread::spawn(global::in_scope).join().unwrap());
+/// ```
+pub fn set_default(arena: &ExecutionArena) {
+    default::set(arena);
+}
+
+/// Ends the process default set by [`set_default`]: threads with no scope
+/// of their own go back to the system allocator (each at its next
+/// allocation). Memory the default served stays valid and goes back to its
+/// arena when freed.
+///
+/// ```
+/// warmarena::global::clear_default(); // no default: a no-op
+/// assert!(!warmarena::global::has_default());
+/// ```
+pub fn clear_default() {
+    default::clear();
+}
+
+/// Whether a process default is set.
+///
+/// ```
+/// let arena = warmarena::ExecutionArena::new();
+/// warmarena::global::set_default(&arena);
+/// assert!(warmarena::global::has_default());
+/// warmarena::global::clear_default();
+/// ```
+pub fn has_default() -> bool {
+    default::is_set()
+}
+
+/// Serves this thread's global allocations from `arena` for the rest of the
+/// thread's life: the scope ends (its handle is given back) when the thread
+/// exits. For threads a library starts, from the hook it offers; with rayon:
+///
+/// ```ignore
+/// let arena = warmarena::ExecutionArena::new();
+/// let a = arena.clone();
+/// let pool = rayon::ThreadPoolBuilder::new()
+///     .start_handler(move |_| {
+///         warmarena::global::enter_for_thread(&a);
+///     })
+///     .build()?;
+/// ```
+///
+/// (`tests/pool_scope.rs` and `examples/pool_scope.rs` run exactly this.)
+/// Call it at the start of the thread, outside any [`enter`] guard: a guard
+/// dropped after it would end both scopes. Returns false, entering nothing,
+/// when the thread is already exiting.
+///
+/// ```
+/// let arena = warmarena::ExecutionArena::new();
+/// let a = arena.clone();
+/// std::thread::spawn(move || {
+///     assert!(warmarena::global::enter_for_thread(&a));
+///     assert!(warmarena::global::in_scope());
+/// })
+/// .join()
+/// .unwrap();
+/// assert!(!warmarena::global::in_scope(), "only that thread was in scope");
+/// ```
+pub fn enter_for_thread(arena: &ExecutionArena) -> bool {
+    scope::enter_for_thread(arena)
+}
+
+/// Whether this thread's global allocations are currently served by an
+/// arena: its own scope, or the process default.
 ///
 /// ```
 /// assert!(!warmarena::global::in_scope());

@@ -2,7 +2,9 @@
 //! thread's global allocations.
 //!
 //! One const-initialised thread-local cell holds the arena body's pointer
-//! (null: no scope). A non-null cell *owns one handle count* of that arena,
+//! (null: no scope, so the process default serves, if one is set;
+//! [`SUSPENDED`]: the system allocator, whatever the default). A cell
+//! holding an arena *owns one handle count* of it,
 //! and each guard owns the count of the scope it will restore. Entering
 //! swaps a new count in; dropping a guard swaps its saved one back and
 //! releases whatever it took out. So the cell never points to a dead arena,
@@ -20,10 +22,27 @@ thread_local! {
     static SCOPE: Cell<*mut ArenaCore> = const { Cell::new(null_mut()) };
 }
 
-/// The arena body of the current thread's scope, or null.
+/// The cell's mark for "suspended": the system allocator, even where a
+/// process default is set. Never dereferenced (not a body: odd address).
+const SUSPENDED: *mut ArenaCore = 1 as *mut ArenaCore;
+
+/// Whether `p` is an arena body (owning a count), not null or [`SUSPENDED`].
+fn is_arena(p: *mut ArenaCore) -> bool {
+    !p.is_null() && p != SUSPENDED
+}
+
+/// The arena body serving this thread's allocations, or null (the system
+/// allocator): its own scope, else the process default.
 #[inline]
 pub(crate) fn current() -> *mut ArenaCore {
-    SCOPE.try_with(Cell::get).unwrap_or(null_mut())
+    let p = SCOPE.try_with(Cell::get).unwrap_or(SUSPENDED);
+    if p.is_null() {
+        super::default::current()
+    } else if p == SUSPENDED {
+        null_mut()
+    } else {
+        p
+    }
 }
 
 /// Restores the previous scope of this thread when dropped.
@@ -73,15 +92,15 @@ pub(super) fn enter(arena: &ExecutionArena) -> ScopeGuard {
 }
 
 pub(super) fn suspend() -> ScopeGuard {
-    install(null_mut())
+    install(SUSPENDED)
 }
 
 impl Drop for ScopeGuard {
     fn drop(&mut self) {
         let prev = core::mem::replace(&mut self.prev, null_mut());
         let taken = SCOPE.try_with(|c| c.replace(prev)).unwrap_or(prev);
-        if let Some(p) = NonNull::new(taken) {
-            // SAFETY: every non-null pointer in the cell or a guard owns one
+        if let Some(p) = NonNull::new(taken).filter(|p| is_arena(p.as_ptr())) {
+            // SAFETY: every arena pointer in the cell or a guard owns one
             // count given up by `CoreHandle::into_raw`; `taken` left both.
             drop(unsafe { CoreHandle::from_raw(p) });
         }
@@ -93,8 +112,46 @@ impl Drop for ScopeGuard {
 #[cfg(test)]
 pub(crate) fn clear_for_tests() {
     let taken = SCOPE.with(|c| c.replace(null_mut()));
-    if let Some(p) = NonNull::new(taken) {
+    if let Some(p) = NonNull::new(taken).filter(|p| is_arena(p.as_ptr())) {
         // SAFETY: the cell owned this count.
         drop(unsafe { CoreHandle::from_raw(p) });
     }
+}
+
+thread_local! {
+    /// Scopes that last until the thread exits ([`enter_for_thread`]),
+    /// innermost last; dropped (restoring in reverse order) at thread exit.
+    static THREAD_LIFE: ThreadLife = const { ThreadLife(Cell::new(None)) };
+}
+
+/// A thread's life-long scopes as a linked stack of boxed guards, so that
+/// adding one allocates a node (from the new scope) and nothing else.
+struct ThreadLife(Cell<Option<Box<LifeNode>>>);
+
+struct LifeNode {
+    guard: ScopeGuard,
+    outer: Option<Box<LifeNode>>,
+}
+
+impl Drop for ThreadLife {
+    fn drop(&mut self) {
+        let mut next = self.0.take();
+        while let Some(node) = next {
+            let LifeNode { guard, outer } = *node;
+            drop(guard);
+            next = outer;
+        }
+    }
+}
+
+/// Enters `arena`'s scope for the rest of this thread's life. Returns false
+/// (and enters nothing) if the thread is already exiting.
+pub(super) fn enter_for_thread(arena: &ExecutionArena) -> bool {
+    THREAD_LIFE
+        .try_with(|life| {
+            let guard = enter(arena);
+            let outer = life.0.take();
+            life.0.set(Some(Box::new(LifeNode { guard, outer })));
+        })
+        .is_ok()
 }

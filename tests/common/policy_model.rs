@@ -3,12 +3,12 @@
 //! (`tests/suite/arena_model.rs`) and the fuzz target
 //! (`fuzz/fuzz_targets/arena_ops.rs`, its own workspace, hence no crate).
 //!
-//! The policy: a request is served from the smallest retained class in its
-//! 2× window whose capacity the alignment divides, taking that class's most
-//! recently freed buffer; otherwise it is cold. A free retains the buffer;
+//! The policy: a request is served from a retained buffer of its own class
+//! when the alignment divides the class's capacity, taking that class's
+//! most recently freed buffer; otherwise it is cold. A free retains the buffer;
 //! when retained bytes pass the cap, the least recently freed go first.
 
-use warmarena::size_class::{aligned_size, capacity, class_of, max_fit_class};
+use warmarena::size_class::{aligned_size, capacity, class_of};
 use warmarena::ArenaStats;
 
 /// One arena's expected counters and retained buffers.
@@ -35,8 +35,7 @@ impl PolicyModel {
     /// Serves a request; returns (class served, warm?).
     pub fn alloc(&mut self, size: usize, align: usize) -> (usize, bool) {
         let c = class_of(aligned_size(size, align).unwrap()).unwrap();
-        let fits =
-            |k: usize| k >= c && k <= max_fit_class(c) && (align <= 16 || capacity(k) % align == 0);
+        let fits = |k: usize| k == c && (align <= 16 || capacity(k) % align == 0);
         let best = self
             .retained
             .iter()

@@ -1,4 +1,4 @@
-//! Reuse policy: best fit within 2×, capacity-preserving reuse, retention cap
+//! Reuse policy: own class only, capacity-preserving reuse, retention cap
 //! with least-recently-freed eviction, trim, accounting, independence.
 
 use warmarena::size_class::{capacity, class_of};
@@ -9,41 +9,46 @@ fn cap_of(size: usize) -> usize {
 }
 
 #[test]
-fn best_fit_takes_the_smallest_retained_class_that_fits() {
+fn a_request_takes_a_retained_buffer_of_its_own_class_only() {
     let arena = ExecutionArena::new();
     let a = arena.allocate(100_000, 8).unwrap();
     let b = arena.allocate(150_000, 8).unwrap();
     let (pa, pb) = (a.as_ptr(), b.as_ptr());
     drop(b);
     drop(a);
-    // 90_000 fits both; the smaller retained class wins.
-    let c = arena.allocate(90_000, 8).unwrap();
+    // Another size of 100_000's class: that buffer, warm.
+    let c = arena.allocate(cap_of(100_000) - 100, 8).unwrap();
     assert_eq!(c.as_ptr(), pa);
     assert_eq!(c.capacity(), cap_of(100_000));
     assert!(c.served_warm());
-    let d = arena.allocate(140_000, 8).unwrap();
+    let d = arena.allocate(150_000, 8).unwrap();
     assert_eq!(d.as_ptr(), pb);
+    // 90_000 is a smaller class than both: never served from a larger one.
+    let e = arena.allocate(90_000, 8).unwrap();
+    assert!(!e.served_warm());
+    assert_eq!(e.capacity(), cap_of(90_000));
 }
 
 #[test]
-fn never_reuses_a_buffer_more_than_twice_the_rounded_request() {
+fn a_larger_retained_buffer_is_left_for_its_own_class() {
     let arena = ExecutionArena::new();
     drop(arena.allocate(1 << 20, 8).unwrap());
-    // 1 MiB is exactly twice 512 KiB: allowed.
+    // Half the size: a class of its own, so fresh, and the 1 MiB buffer stays.
     let a = arena.allocate(512 << 10, 8).unwrap();
-    assert!(a.served_warm());
-    drop(a);
-    // Just under half: the 1 MiB buffer is more than twice the class, so fresh.
-    let b = arena.allocate((512 << 10) - 100_000, 8).unwrap();
-    assert!(!b.served_warm());
+    assert!(!a.served_warm());
     assert_eq!(arena.stats().retained_bytes, 1 << 20);
+    drop(a);
+    let b = arena.allocate(1 << 20, 8).unwrap();
+    assert!(b.served_warm());
+    assert_eq!(arena.stats().retained_bytes, 512 << 10);
 }
 
 #[test]
 fn reuse_keeps_capacity_and_resize_within_it_keeps_the_buffer() {
     let arena = IoArena::new();
     drop(arena.allocate(1 << 20, 8).unwrap());
-    let mut a = arena.allocate(600 << 10, 8).unwrap();
+    let mut a = arena.allocate((1 << 20) - 10_000, 8).unwrap();
+    assert!(a.served_warm());
     assert_eq!(a.capacity(), 1 << 20);
     let p = a.as_ptr();
     a.resize(1 << 20).unwrap();

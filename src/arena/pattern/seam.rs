@@ -66,11 +66,11 @@ impl ArenaCore {
         match class_of(eff) {
             Some(c) => {
                 if align <= 4096 {
-                    if let Some(g) = st.take_exact(c, align) {
+                    if let Some(g) = st.take_exact(c, eff, align, &self.os) {
                         return Ok(g);
                     }
                 }
-                if let Some(g) = st.take_warm(c, align) {
+                if let Some(g) = st.take_warm(c, eff, align, &self.os) {
                     return Ok(g);
                 }
                 let _m = metadata::enter();
