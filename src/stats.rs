@@ -61,6 +61,25 @@ pub struct ArenaStats {
     /// Address space currently mapped by the arena (live, retained, and the
     /// untouched tails of small-class runs).
     pub mapped_bytes: usize,
+    /// Pattern mode: runs that matched their learned pattern to the end
+    /// (every planned request served from the planned block).
+    pub pattern_hits: u64,
+    /// Pattern mode: runs that had a pattern but deviated from it, ended
+    /// early, or found its block still in use (served from the classes).
+    pub pattern_misses: u64,
+    /// Pattern mode: patterns learned again after consecutive deviating runs.
+    pub pattern_relearns: u64,
+    /// Pattern mode: runs recorded and planned.
+    pub pattern_learned: u64,
+    /// Pattern mode: learning runs refused (more events than a run may
+    /// record, or a request of the run failed); such runs are not planned.
+    pub pattern_refusals: u64,
+    /// Pattern mode: requests served at a planned offset.
+    pub pattern_planned_allocations: u64,
+    /// Pattern mode: bytes of the planned blocks of the cached patterns
+    /// (each is an arena buffer, counted live while a run holds it and
+    /// retained otherwise).
+    pub pattern_block_bytes: usize,
     /// The arena's own system calls.
     pub os: OsStats,
 }

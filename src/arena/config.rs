@@ -24,6 +24,14 @@ pub struct ArenaConfig {
     /// even the first write takes no fault; costs one extra system call per
     /// new mapping and commits memory that may never be written.
     pub prefault: bool,
+    /// Pattern mode (default: off; execution arenas only): the arena
+    /// records one thread's run of allocations between two boundaries
+    /// (`ExecutionArena::begin_run`, `RunContext::clear`, entering a
+    /// global scope), plans it into one block, and serves the next runs
+    /// that repeat it from that block. Costs one predictable branch per
+    /// allocate and free, the recording of each learning run, and the
+    /// planned block (retained like any buffer). See `docs/pattern.md`.
+    pub pattern: bool,
 }
 
 impl Default for ArenaConfig {
@@ -32,6 +40,7 @@ impl Default for ArenaConfig {
             retention_cap: usize::MAX,
             huge_pages: true,
             prefault: false,
+            pattern: false,
         }
     }
 }
@@ -65,6 +74,16 @@ impl ArenaConfig {
     /// ```
     pub fn prefault(mut self, on: bool) -> Self {
         self.prefault = on;
+        self
+    }
+
+    /// Sets [`ArenaConfig::pattern`].
+    ///
+    /// ```
+    /// assert!(warmarena::ArenaConfig::default().pattern(true).pattern);
+    /// ```
+    pub fn pattern(mut self, on: bool) -> Self {
+        self.pattern = on;
         self
     }
 }

@@ -53,6 +53,7 @@ pub(crate) mod metadata;
 pub(crate) mod owners;
 #[cfg(all(test, loom))]
 mod owners_loom;
+pub(crate) mod pattern;
 pub(crate) mod pins;
 mod ready;
 mod release;

@@ -29,6 +29,9 @@ pub(crate) struct ArenaCore {
     handles: AtomicUsize,
     state: SpinLock<ArenaState>,
     pub(crate) os: OsCounters,
+    /// Pattern mode is on (fixed at creation): allocate and free go
+    /// through `pattern::seam` first.
+    pub(crate) pattern_on: bool,
 }
 
 impl ArenaCore {
@@ -45,6 +48,9 @@ impl ArenaCore {
     /// [`ArenaCore::allocate_general`].
     #[inline(always)]
     pub(crate) fn allocate(&self, size: usize, align: usize) -> Result<Grant, AllocError> {
+        if self.pattern_on {
+            return self.allocate_patterned(size, align);
+        }
         // One range check stands for "non-zero, classed, no overflow in
         // rounding"; one bit test for "power of two up to a page".
         if size.wrapping_sub(1) < MAX_CLASS_SIZE / 2 && align.is_power_of_two() && align <= 4096 {
@@ -118,6 +124,10 @@ impl ArenaCore {
         let (returned, dead) = {
             // SAFETY: the caller guarantees `this` is live for this call.
             let core = unsafe { this.as_ref() };
+            if core.pattern_on {
+                // SAFETY: forwarded from the caller.
+                return unsafe { Self::free_patterned(this, Some(block), addr) };
+            }
             let mut st = core.lock();
             let returned = st.free(block, addr, &core.os);
             (returned, st.orphaned && st.stats.live_buffers == 0)
@@ -145,6 +155,10 @@ impl ArenaCore {
         let (returned, dead) = {
             // SAFETY: the caller guarantees `this` is live for this call.
             let core = unsafe { this.as_ref() };
+            if core.pattern_on {
+                // SAFETY: forwarded from the caller.
+                return unsafe { Self::free_patterned(this, None, addr) };
+            }
             let mut st = core.lock();
             let returned = match st.live_block_at(addr) {
                 Some(i) => st.free(i, addr, &core.os),
@@ -236,6 +250,10 @@ impl ArenaCore {
     /// `false` (and no change) when there is none. For callers that hold a
     /// handle, so the body outlives the call.
     pub(crate) fn free_at(&self, addr: usize) -> bool {
+        if self.pattern_on {
+            // SAFETY: the caller holds a handle, so the body outlives the call.
+            return unsafe { Self::free_patterned(NonNull::from(self), None, addr) };
+        }
         let mut st = self.lock();
         match st.live_block_at(addr) {
             Some(i) => st.free(i, addr, &self.os),
@@ -245,6 +263,11 @@ impl ArenaCore {
 
     /// The live block starting at `addr` and its capacity.
     pub(crate) fn live_block_at(&self, addr: usize) -> Option<(u32, usize)> {
+        if self.pattern_on {
+            if let Some(cap) = self.planned_cap_at(addr) {
+                return Some((super::pattern::seam::PLANNED_BLOCK, cap));
+            }
+        }
         let st = self.lock();
         let i = st.live_block_at(addr)?;
         Some((i, st.table.get(i)?.cap))
@@ -258,7 +281,12 @@ impl ArenaCore {
     }
 
     pub(crate) fn stats(&self) -> ArenaStats {
-        let mut s = self.lock().stats();
+        let st = self.lock();
+        let mut s = st.stats();
+        if let Some(set) = &st.pattern {
+            super::pattern::seam::fill_stats(set, &mut s);
+        }
+        drop(st);
         s.os = self.os.snapshot();
         s
     }
@@ -280,7 +308,7 @@ impl ArenaCore {
     /// Nothing may reach the body afterwards.
     #[cold]
     #[inline(never)]
-    unsafe fn destroy(this: NonNull<ArenaCore>) {
+    pub(crate) unsafe fn destroy(this: NonNull<ArenaCore>) {
         #[cfg(loom)]
         LIVE_BODIES.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         // SAFETY: the body was made by `Box::into_raw` in `CoreHandle::new`
@@ -319,6 +347,7 @@ impl CoreHandle {
                 handles: AtomicUsize::new(1),
                 state: SpinLock::new(ArenaState::new(config)),
                 os: OsCounters::new(),
+                pattern_on: config.pattern && kind == ArenaKind::Execution,
             })
         };
         let raw = Box::into_raw(body);
@@ -327,6 +356,12 @@ impl CoreHandle {
         // SAFETY: `raw` is the only pointer to the new body; the owner tag
         // keeps its provenance so the owner table can lead back to it.
         unsafe { (*raw).state.get_mut().owner = Owner(raw.cast()) };
+        // SAFETY: as above, the body is not shared yet.
+        unsafe {
+            if (*raw).pattern_on {
+                (*raw).state.get_mut().pattern = Some(Box::default());
+            }
+        }
         // SAFETY: Box::into_raw never returns null.
         CoreHandle(unsafe { NonNull::new_unchecked(raw) })
     }
@@ -374,6 +409,9 @@ impl Drop for CoreHandle {
             return;
         }
         fence(Ordering::Acquire);
+        if self.pattern_on {
+            self.pattern_end();
+        }
         let dead = {
             let mut st = self.lock();
             st.orphaned = true;

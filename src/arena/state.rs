@@ -112,6 +112,8 @@ pub(crate) struct ArenaState {
     /// The body's own pointer, under which this arena's mappings are
     /// registered in the owner table (`owners.rs`); set once the body exists.
     pub owner: Owner,
+    /// Pattern mode's patterns and run (`None` when it is off).
+    pub pattern: Option<Box<super::pattern::PatternSet>>,
 }
 
 impl ArenaState {
@@ -139,6 +141,7 @@ impl ArenaState {
             },
             orphaned: false,
             owner: Owner::NONE,
+            pattern: None,
         }
     }
 

@@ -86,6 +86,8 @@ fn install(p: *mut ArenaCore) -> ScopeGuard {
 }
 
 pub(super) fn enter(arena: &ExecutionArena) -> ScopeGuard {
+    // Entering a scope is a run boundary for pattern mode.
+    arena.begin_run();
     install(arena.core.clone().into_raw().as_ptr())
 }
 

@@ -339,11 +339,14 @@ impl<'s, 'i> RunContext<'s, 'i> {
     }
 
     /// Drops every value of the run; the arenas keep their retained memory
-    /// and exported outputs stay valid.
+    /// and exported outputs stay valid. A run boundary for pattern mode
+    /// ([`ExecutionArena::begin_run`](crate::ExecutionArena::begin_run) on
+    /// the session's execution arena).
     pub fn clear(&mut self) {
         for v in &mut self.values {
             *v = None;
         }
+        self.session.exec.begin_run();
     }
 
     /// Clears the context and reuses it for a run whose borrowed inputs

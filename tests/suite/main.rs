@@ -18,6 +18,7 @@ mod dlpack_c;
 mod handle_model;
 mod handle_rules;
 mod handle_warm_path;
+mod pattern_mode;
 mod session_graph_errors;
 mod session_net;
 mod session_planned;

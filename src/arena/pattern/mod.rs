@@ -1,0 +1,372 @@
+//! Pattern mode: an arena learns one thread's run of allocations and serves
+//! the next runs with the same sequence from one planned block.
+//!
+//! A *run* is one thread's allocate and free events between two boundaries
+//! (`ExecutionArena::begin_run`, `RunContext::clear`, entering a scope of
+//! the scoped global allocator). The first run with a new key is recorded
+//! ([`recorder`]); at the next boundary its buffers that were freed become
+//! intervals and are packed into one block ([`packing`]). From then on, the
+//! i-th request of a run with that key gets its planned offset through an
+//! O(1) cursor ([`cursor`]) while the events match the recording; at the
+//! first deviation the run goes on from the classes.
+//!
+//! This module is pure bookkeeping (no `unsafe`, no system call): the arena
+//! seam (`seam.rs`) grants and returns the block and hands out the
+//! addresses.
+//!
+//! # Why buffers already handed out stay valid
+//!
+//! Number a run's events 0, 1, 2, ... Recorded allocation `k` has its
+//! allocation event at `a(k)` and its free at `f(k)`; it is planned only if
+//! it was freed, and the plan gives it bytes `[o(k), o(k) + c(k))`. The
+//! plan's guarantee: if `[a(j), f(j))` and `[a(k), f(k))` overlap, the byte
+//! ranges are disjoint.
+//!
+//! Claim: while every event so far matched, the planned buffers live now
+//! are exactly `L(p) = { k planned : a(k) < p <= f(k) }`, where `p` is the
+//! cursor (events matched). Induction: `L(0)` is empty and so is the run.
+//! A matched allocation at `p` is allocation `k` with `a(k) = p`; it joins
+//! and `p + 1` counts it. A matched free at `p` is the free of the buffer
+//! at `base + o(k)` where the recording says `Free { k }`, `f(k) = p`: since
+//! the live buffers are pairwise disjoint (below), the address names `k`
+//! alone, `k` leaves, and `L(p + 1)` no longer contains it. Any two members
+//! of `L(p)` both contain time `p - 1` in their intervals, so they overlap
+//! in time, so the plan made them disjoint in bytes.
+//!
+//! At the first deviation the cursor stops: no planned offset is handed
+//! out for the rest of the run, so the live planned set can only shrink
+//! from a set that was pairwise disjoint. A buffer freed out of order or
+//! kept past its recorded free is still live in the block; the block is
+//! not given back, and no later run is served from it, until every planned
+//! buffer in it is freed (`Pattern::live == 0`). Allocations of other
+//! threads, and of this thread after a deviation, come from the classes
+//! and never from the block. So no two live buffers share a byte.
+//! `tests::proptest_live_buffers_never_overlap` checks this on random runs
+//! with random deviations.
+
+mod cursor;
+mod packing;
+mod recorder;
+pub(crate) mod seam;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use cursor::BlockRef;
+use cursor::{Pattern, Served};
+use recorder::Recorder;
+
+/// Patterns kept per arena (least recently used goes first).
+pub(crate) const CACHE_LEN: usize = 4;
+
+/// Consecutive deviating runs after which a pattern is learned again.
+pub(crate) const RELEARN_AFTER: u32 = 3;
+
+/// Most events one learning run may record (allocations and frees): a run
+/// past it is refused (`pattern_refusals`) and served from the classes.
+pub(crate) const MAX_EVENTS: usize = 1 << 21;
+
+/// What selects a pattern for a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Key {
+    /// `begin_run_keyed(key)`.
+    Caller(u64),
+    /// No key given: the run's first request.
+    First { size: usize, align: usize },
+}
+
+/// Pattern-mode counters, copied into `ArenaStats`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PatternCounters {
+    /// Runs that matched their pattern to the end.
+    pub hits: u64,
+    /// Runs that had a pattern but deviated, ended early or found its block busy.
+    pub misses: u64,
+    /// Patterns learned again after `RELEARN_AFTER` deviating runs.
+    pub relearns: u64,
+    /// Runs recorded and planned.
+    pub learned: u64,
+    /// Learning runs refused (past `MAX_EVENTS`, or a grant failed).
+    pub refusals: u64,
+    /// Requests served at a planned offset.
+    pub planned_allocations: u64,
+}
+
+#[derive(Debug)]
+enum Run {
+    /// No run, or a run that is served from the classes only.
+    Idle,
+    /// A run without a key, waiting for its first request.
+    Pending {
+        thread: usize,
+    },
+    Learning {
+        thread: usize,
+        key: Key,
+        rec: Recorder,
+    },
+    Serving {
+        thread: usize,
+        index: usize,
+    },
+}
+
+/// An action the arena must take on its own blocks.
+pub(crate) type Release = Option<BlockRef>;
+
+/// The outcome of an allocation request in pattern mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// Hand out `cap` bytes at `addr` (inside the held block).
+    Planned { addr: usize, cap: usize },
+    /// Serve from the classes; if `record` is set, report the grant with
+    /// [`PatternSet::granted`] (or [`PatternSet::failed`]).
+    Ordinary { record: Option<u32> },
+}
+
+/// Every pattern of an arena and the run in progress.
+#[derive(Debug)]
+pub(crate) struct PatternSet {
+    patterns: Vec<Pattern>,
+    run: Run,
+    clock: u64,
+    max_events: usize,
+    pub counters: PatternCounters,
+}
+
+impl Default for PatternSet {
+    fn default() -> Self {
+        Self::new(MAX_EVENTS)
+    }
+}
+
+impl PatternSet {
+    pub(crate) fn new(max_events: usize) -> Self {
+        PatternSet {
+            patterns: Vec::new(),
+            run: Run::Idle,
+            clock: 0,
+            max_events,
+            counters: PatternCounters::default(),
+        }
+    }
+
+    /// Bytes of the blocks of the cached patterns.
+    pub(crate) fn block_bytes(&self) -> usize {
+        self.patterns.iter().map(|p| p.height).sum()
+    }
+
+    /// Whether the run in progress is served from a pattern (its
+    /// bookkeeping allocates nothing).
+    #[inline]
+    pub(crate) fn serving(&self) -> bool {
+        matches!(self.run, Run::Serving { .. })
+    }
+
+    /// Whether the run in progress is being recorded (its bookkeeping may allocate).
+    #[cfg(test)]
+    pub(crate) fn learning(&self) -> bool {
+        matches!(self.run, Run::Learning { .. })
+    }
+
+    /// A boundary: the run in progress ends (planned if it was learned) and
+    /// `thread` starts a new one, selected by `key` or by its first request.
+    /// Returns a block the arena should take back.
+    pub(crate) fn begin_run(&mut self, thread: usize, key: Option<u64>) -> Release {
+        let release = self.end_run();
+        self.run = match key {
+            Some(k) => self.select(thread, Key::Caller(k)),
+            None => Run::Pending { thread },
+        };
+        release
+    }
+
+    /// Ends the run in progress without starting another.
+    pub(crate) fn end_run(&mut self) -> Release {
+        match core::mem::replace(&mut self.run, Run::Idle) {
+            Run::Idle | Run::Pending { .. } => None,
+            Run::Learning { key, rec, .. } => {
+                self.learn(key, rec);
+                None
+            }
+            Run::Serving { index, .. } => {
+                let p = &mut self.patterns[index];
+                if p.finish() {
+                    self.counters.hits += 1;
+                } else {
+                    self.counters.misses += 1;
+                }
+                let r = p.block_releasable();
+                if r.is_some() {
+                    p.block = None;
+                }
+                r
+            }
+        }
+    }
+
+    fn select(&mut self, thread: usize, key: Key) -> Run {
+        self.clock += 1;
+        let Some(index) = self.patterns.iter().position(|p| p.key == key) else {
+            return self.record(thread, key);
+        };
+        let p = &mut self.patterns[index];
+        if p.live > 0 {
+            // Buffers of an earlier run still live in the block.
+            self.counters.misses += 1;
+            return Run::Idle;
+        }
+        if p.deviated_runs >= RELEARN_AFTER {
+            self.counters.relearns += 1;
+            self.patterns.remove(index);
+            return self.record(thread, key);
+        }
+        p.start(self.clock);
+        Run::Serving { thread, index }
+    }
+
+    fn record(&mut self, thread: usize, key: Key) -> Run {
+        Run::Learning {
+            thread,
+            key,
+            rec: Recorder::new(self.max_events),
+        }
+    }
+
+    fn learn(&mut self, key: Key, rec: Recorder) {
+        if rec.refused {
+            self.counters.refusals += 1;
+            return;
+        }
+        let packed = packing::pack(&rec.events, &rec.caps, &rec.aligns);
+        let mut p = Pattern::new(key, rec.events, rec.caps, packed);
+        p.last_used = self.clock;
+        self.patterns.retain(|q| q.key != key || q.live > 0);
+        if self.patterns.len() >= CACHE_LEN {
+            // Evict the least recently used pattern whose block is not held.
+            let victim = self
+                .patterns
+                .iter()
+                .enumerate()
+                .filter(|(_, q)| q.block.is_none())
+                .min_by_key(|(_, q)| q.last_used)
+                .map(|(i, _)| i);
+            match victim {
+                Some(i) => {
+                    self.patterns.remove(i);
+                }
+                None => return,
+            }
+        }
+        self.counters.learned += 1;
+        self.patterns.push(p);
+    }
+
+    /// An allocation request from `thread`. `grant_block(height, align)`
+    /// grants a pattern's block when it is needed.
+    #[inline]
+    pub(crate) fn on_allocate(
+        &mut self,
+        thread: usize,
+        size: usize,
+        align: usize,
+        grant_block: impl FnOnce(usize, usize) -> Option<BlockRef>,
+    ) -> Action {
+        if let Run::Pending { thread: t } = self.run {
+            if t != thread {
+                return Action::Ordinary { record: None };
+            }
+            self.run = self.select(thread, Key::First { size, align });
+        }
+        match &mut self.run {
+            Run::Serving { thread: t, index } if *t == thread => {
+                match self.patterns[*index].serve(size, align, grant_block) {
+                    Served::Planned { addr, cap } => {
+                        self.counters.planned_allocations += 1;
+                        Action::Planned { addr, cap }
+                    }
+                    Served::Ordinary => Action::Ordinary { record: None },
+                }
+            }
+            Run::Learning { thread: t, rec, .. } if *t == thread => Action::Ordinary {
+                record: rec.alloc(size, align),
+            },
+            _ => Action::Ordinary { record: None },
+        }
+    }
+
+    /// [`PatternSet::on_allocate`] for a run being served whose block is
+    /// held: `None` when the request needs more (a first request, a
+    /// recording, a block to grant).
+    #[inline]
+    pub(crate) fn try_hit(&mut self, thread: usize, size: usize, align: usize) -> Option<Action> {
+        let Run::Serving { thread: t, index } = self.run else {
+            return None;
+        };
+        let p = &mut self.patterns[index];
+        if t != thread || p.block.is_none() {
+            return None;
+        }
+        Some(match p.serve(size, align, |_, _| None) {
+            Served::Planned { addr, cap } => {
+                self.counters.planned_allocations += 1;
+                Action::Planned { addr, cap }
+            }
+            Served::Ordinary => Action::Ordinary { record: None },
+        })
+    }
+
+    /// Recorded allocation `k` was granted arena block `block` of `cap` bytes.
+    pub(crate) fn granted(&mut self, k: u32, block: u32, cap: usize) {
+        if let Run::Learning { rec, .. } = &mut self.run {
+            rec.granted(k, block, cap);
+        }
+    }
+
+    /// A recorded allocation could not be granted: the run is not planned.
+    pub(crate) fn failed(&mut self) {
+        if let Run::Learning { rec, .. } = &mut self.run {
+            rec.failed();
+        }
+    }
+
+    /// An arena block (not a planned buffer) was freed.
+    #[inline]
+    pub(crate) fn on_free_block(&mut self, block: u32) {
+        if let Run::Learning { rec, .. } = &mut self.run {
+            rec.free(block);
+        }
+    }
+
+    /// Whether `addr` lies in a held pattern block (a planned buffer).
+    #[cfg(test)]
+    pub(crate) fn owns(&self, addr: usize) -> bool {
+        self.patterns.iter().any(|p| p.holds(addr))
+    }
+
+    /// The planned buffer at `addr` was freed. `None` if `addr` is in no
+    /// held block; otherwise the block to give back, if it is now unused.
+    #[inline]
+    pub(crate) fn on_free_planned(&mut self, addr: usize) -> Option<Release> {
+        let p = self.patterns.iter_mut().find(|p| p.holds(addr))?;
+        p.free(addr);
+        let r = p.block_releasable();
+        if r.is_some() {
+            p.block = None;
+        }
+        Some(r)
+    }
+
+    /// The capacity of the live planned buffer at `addr`.
+    pub(crate) fn cap_at(&self, addr: usize) -> Option<usize> {
+        self.patterns
+            .iter()
+            .find(|p| p.holds(addr))
+            .and_then(|p| p.cap_at(addr))
+    }
+
+    /// Patterns in the cache.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.patterns.len()
+    }
+}

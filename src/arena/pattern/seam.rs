@@ -1,0 +1,309 @@
+//! The arena side of pattern mode: run boundaries, the patterned allocate
+//! and free paths, and the block's life as an ordinary arena buffer.
+//!
+//! An arena with pattern mode on (`ArenaConfig::pattern`) checks one
+//! constant flag at the top of `allocate` and `free` and comes here; an
+//! arena without it never does. Planned buffers carry the block index
+//! [`PLANNED_BLOCK`], so their free is recognised by one comparison; the
+//! by-address paths (the scoped global allocator) find them by an address
+//! range check against the held blocks.
+//!
+//! The block is an ordinary buffer of the arena: granted (warm, usually)
+//! when a run needs it, freed back to its class when no run uses it and no
+//! planned buffer lives in it, so the retention cap, LRU eviction and
+//! `trim` apply to it like to any retained buffer. While it is held it is
+//! live, so a planned buffer keeps its arena alive like any buffer.
+
+use super::{Action, BlockRef, PatternSet, Release};
+use crate::arena::error::AllocError;
+use crate::arena::metadata;
+use crate::arena::shared::ArenaCore;
+use crate::arena::state::{ArenaState, Grant};
+use crate::size_class::{aligned_size, class_of};
+use core::ptr::NonNull;
+
+/// The block index a planned buffer carries (never a real block: the block
+/// table is indexed by `u32` and `u32::MAX` is its NIL).
+pub(crate) const PLANNED_BLOCK: u32 = u32::MAX - 1;
+
+thread_local! {
+    static TOKEN: u8 = const { 0 };
+}
+
+/// A number that tells this thread from every other live thread.
+#[inline]
+fn thread_token() -> usize {
+    TOKEN.try_with(|t| t as *const u8 as usize).unwrap_or(0)
+}
+
+/// The bytes a planned buffer gets for a request of `size`: 16-byte
+/// granules (the arena's smallest capacity step).
+fn planned_len(size: usize) -> usize {
+    size.saturating_add(15) & !15
+}
+
+impl ArenaCore {
+    /// Serves a request with the lock held, as the ordinary paths would.
+    fn grant_locked(
+        &self,
+        st: &mut ArenaState,
+        size: usize,
+        align: usize,
+    ) -> Result<Grant, AllocError> {
+        if size == 0 {
+            return Err(AllocError::ZeroSize);
+        }
+        if !align.is_power_of_two() {
+            return Err(AllocError::BadAlignment { align });
+        }
+        if align > crate::arena::MAX_ALIGN {
+            return Err(AllocError::UnsupportedAlignment {
+                align,
+                max: crate::arena::MAX_ALIGN,
+            });
+        }
+        let eff = aligned_size(size, align).ok_or(AllocError::SizeOverflow { size })?;
+        match class_of(eff) {
+            Some(c) => {
+                if align <= 4096 {
+                    if let Some(g) = st.take_exact(c, eff, align, &self.os) {
+                        return Ok(g);
+                    }
+                }
+                if let Some(g) = st.take_warm(c, eff, align, &self.os) {
+                    return Ok(g);
+                }
+                let _m = metadata::enter();
+                st.take_cold(c, eff, align, &self.os)
+            }
+            None => {
+                let _m = metadata::enter();
+                st.map_dedicated(eff, align, &self.os)
+            }
+        }
+    }
+
+    /// Gives a released pattern block back to the arena (retained, warm).
+    fn give_back(&self, st: &mut ArenaState, r: Release) {
+        if let Some(b) = r {
+            let freed = st.free(b.index, b.base, &self.os);
+            debug_assert!(freed, "a pattern block was not live");
+        }
+    }
+
+    /// `allocate` in an arena with pattern mode on.
+    #[inline(never)]
+    pub(crate) fn allocate_patterned(
+        &self,
+        size: usize,
+        align: usize,
+    ) -> Result<Grant, AllocError> {
+        let thread = thread_token();
+        let mut st = self.lock();
+        // The hit path: a matching run whose block is held.
+        if let Some(a) = st
+            .pattern
+            .as_deref_mut()
+            .and_then(|s| s.try_hit(thread, size, align))
+        {
+            return match a {
+                Action::Planned { addr, cap } => Ok(Grant {
+                    // SAFETY: `addr` is inside the held block (base + an
+                    // offset below the block's height), so it is not null.
+                    ptr: unsafe { NonNull::new_unchecked(addr as *mut u8) },
+                    cap,
+                    block: PLANNED_BLOCK,
+                    fresh: false,
+                    warm: true,
+                }),
+                Action::Ordinary { .. } => self.grant_locked(&mut st, size, align),
+            };
+        }
+        let Some(mut set) = st.pattern.take() else {
+            return self.grant_locked(&mut st, size, align);
+        };
+        // Recording may grow the event list through the global allocator.
+        let _m = (!set.serving()).then(metadata::enter);
+        let action = set.on_allocate(thread, size, align, |height, align| {
+            let g = self.grant_locked(&mut st, height, align).ok()?;
+            Some(BlockRef {
+                index: g.block,
+                base: g.ptr.as_ptr() as usize,
+            })
+        });
+        let out = match action {
+            Action::Planned { addr, cap } => Ok(Grant {
+                // SAFETY: `addr` is inside the held block (base + an
+                // offset below the block's height), so it is not null.
+                ptr: unsafe { NonNull::new_unchecked(addr as *mut u8) },
+                cap,
+                block: PLANNED_BLOCK,
+                fresh: false,
+                warm: true,
+            }),
+            Action::Ordinary { record } => {
+                let g = self.grant_locked(&mut st, size, align);
+                if let Some(k) = record {
+                    match &g {
+                        // Planned at the bytes asked for (16-byte granules),
+                        // not the class capacity: the block packs requests,
+                        // not classes.
+                        Ok(g) => set.granted(k, g.block, planned_len(size)),
+                        Err(_) => set.failed(),
+                    }
+                }
+                g
+            }
+        };
+        st.pattern = Some(set);
+        out
+    }
+
+    /// Frees with the lock held in an arena with pattern mode on: a planned
+    /// buffer (`block == PLANNED_BLOCK`, or found by address when `block`
+    /// is `None`) or an arena block (noted if the run is being learned).
+    #[inline]
+    fn free_patterned_locked(&self, st: &mut ArenaState, block: Option<u32>, addr: usize) -> bool {
+        if matches!(block, Some(PLANNED_BLOCK) | None) {
+            if let Some(r) = st
+                .pattern
+                .as_deref_mut()
+                .and_then(|s| s.on_free_planned(addr))
+            {
+                self.give_back(st, r);
+                return true;
+            }
+        }
+        let b = match block {
+            Some(PLANNED_BLOCK) => return false,
+            Some(b) => b,
+            None => match st.live_block_at(addr) {
+                Some(b) => b,
+                None => return false,
+            },
+        };
+        if let Some(set) = st.pattern.as_deref_mut() {
+            set.on_free_block(b);
+        }
+        st.free(b, addr, &self.os)
+    }
+
+    /// `free` (by block, or by address when `block` is `None`) in an arena
+    /// with pattern mode on.
+    ///
+    /// # Safety
+    /// As [`ArenaCore::free`].
+    #[inline(never)]
+    pub(crate) unsafe fn free_patterned(
+        this: NonNull<ArenaCore>,
+        block: Option<u32>,
+        addr: usize,
+    ) -> bool {
+        let (returned, dead) = {
+            // SAFETY: the caller guarantees `this` is live for this call.
+            let core = unsafe { this.as_ref() };
+            let mut st = core.lock();
+            let returned = core.free_patterned_locked(&mut st, block, addr);
+            (returned, st.orphaned && st.stats.live_buffers == 0)
+        };
+        if dead {
+            // SAFETY: no handle and no live buffer remains, and the decision
+            // was taken under the lock, so no one else can reach the body.
+            unsafe { Self::destroy(this) };
+        }
+        returned
+    }
+
+    /// The capacity of the live planned buffer at `addr`, if there is one.
+    pub(crate) fn planned_cap_at(&self, addr: usize) -> Option<usize> {
+        self.lock().pattern.as_ref()?.cap_at(addr)
+    }
+
+    /// A run boundary for the current thread (`key` selects the pattern;
+    /// without one, the run's first request does). No-op when pattern mode is off.
+    pub(crate) fn pattern_boundary(&self, key: Option<u64>) {
+        if !self.pattern_on {
+            return;
+        }
+        let thread = thread_token();
+        let mut st = self.lock();
+        let Some(mut set) = st.pattern.take() else {
+            return;
+        };
+        let r = {
+            // Planning allocates (the event intervals, the offsets).
+            let _m = metadata::enter();
+            set.begin_run(thread, key)
+        };
+        self.give_back(&mut st, r);
+        st.pattern = Some(set);
+    }
+
+    /// Ends the run in progress (the last handle is going).
+    pub(crate) fn pattern_end(&self) {
+        let mut st = self.lock();
+        let Some(mut set) = st.pattern.take() else {
+            return;
+        };
+        let r = {
+            let _m = metadata::enter();
+            set.end_run()
+        };
+        self.give_back(&mut st, r);
+        st.pattern = Some(set);
+    }
+}
+
+/// Fills the pattern fields of a stats snapshot.
+pub(crate) fn fill_stats(set: &PatternSet, s: &mut crate::stats::ArenaStats) {
+    let c = set.counters;
+    s.pattern_hits = c.hits;
+    s.pattern_misses = c.misses;
+    s.pattern_relearns = c.relearns;
+    s.pattern_learned = c.learned;
+    s.pattern_refusals = c.refusals;
+    s.pattern_planned_allocations = c.planned_allocations;
+    s.pattern_block_bytes = set.block_bytes();
+}
+
+impl crate::arena::ExecutionArena {
+    /// A run boundary for pattern mode ([`ArenaConfig::pattern`](crate::ArenaConfig::pattern)):
+    /// the current thread's run so far ends (and is planned, if it was
+    /// being learned), and a new one starts, matched against the pattern
+    /// whose first request it repeats. A no-op without pattern mode.
+    ///
+    /// ```
+    /// use warmarena::{ArenaConfig, ExecutionArena};
+    /// let arena = ExecutionArena::with_config(ArenaConfig::default().pattern(true));
+    /// for _ in 0..3 {
+    ///     arena.begin_run();
+    ///     let a = arena.allocate(4096, 64).unwrap();
+    ///     let b = arena.allocate(1000, 16).unwrap();
+    ///     drop((a, b));
+    /// }
+    /// arena.begin_run();
+    /// let s = arena.stats();
+    /// assert_eq!((s.pattern_learned, s.pattern_hits), (1, 2));
+    /// ```
+    pub fn begin_run(&self) {
+        self.core.pattern_boundary(None)
+    }
+
+    /// [`begin_run`](Self::begin_run) with a caller's key (an input shape's
+    /// hash, say): runs with the same key share a pattern, so runs that
+    /// alternate between shapes are each served from their own block.
+    ///
+    /// ```
+    /// use warmarena::{ArenaConfig, ExecutionArena};
+    /// let arena = ExecutionArena::with_config(ArenaConfig::default().pattern(true));
+    /// for run in 0..6u64 {
+    ///     arena.begin_run_keyed(run % 2);
+    ///     drop(arena.allocate(1000 << (run % 2), 64).unwrap());
+    /// }
+    /// arena.begin_run();
+    /// assert_eq!(arena.stats().pattern_hits, 4);
+    /// ```
+    pub fn begin_run_keyed(&self, key: u64) {
+        self.core.pattern_boundary(Some(key))
+    }
+}
