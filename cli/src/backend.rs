@@ -98,6 +98,59 @@ impl Backend for ArenaBackend {
     }
 }
 
+/// warmarena in pattern mode: the execution arena learns the first run of
+/// each shape (keyed by the shape variant) and serves later runs of it from
+/// one planned block; no graph is given. Outputs as [`ArenaBackend`].
+#[derive(Clone)]
+pub struct PatternBackend(pub ArenaBackend);
+
+impl Default for PatternBackend {
+    fn default() -> Self {
+        PatternBackend(ArenaBackend {
+            exec: ExecutionArena::with_config(warmarena::ArenaConfig::default().pattern(true)),
+            io: IoArena::new(),
+        })
+    }
+}
+
+impl Backend for PatternBackend {
+    type Buf = Allocation;
+    type Out = IoLease;
+    fn name(&self) -> &'static str {
+        "pattern"
+    }
+    fn begin_run(&self, variant: usize) {
+        self.0.exec.begin_run_keyed(variant as u64);
+    }
+    fn alloc(&self, size: usize, output: bool) -> Option<Allocation> {
+        self.0.alloc(size, output)
+    }
+    fn ptr(buf: &mut Allocation) -> *mut u8 {
+        buf.as_mut_ptr()
+    }
+    fn free(&self, buf: Allocation) {
+        drop(buf)
+    }
+    fn export(&self, buf: Allocation) -> Option<IoLease> {
+        self.0.export(buf)
+    }
+    fn syscalls(&self) -> Option<u64> {
+        self.0.syscalls()
+    }
+    fn system_bytes(&self) -> Option<u64> {
+        self.0.system_bytes()
+    }
+    fn copies(&self) -> u64 {
+        self.0.copies()
+    }
+    fn trim(&self) -> Option<usize> {
+        self.0.trim()
+    }
+    fn arena_stats(&self) -> Option<(ArenaStats, ArenaStats)> {
+        self.0.arena_stats()
+    }
+}
+
 /// A general-purpose allocator used through `GlobalAlloc`.
 #[derive(Clone, Copy)]
 pub struct Peer<A: GlobalAlloc + Sync + 'static> {

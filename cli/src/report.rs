@@ -4,7 +4,7 @@
 //! same kernels; a table per scenario and, with `--json FILE`, every figure.
 
 use super::backend::{
-    release_glibc, release_jemalloc, release_mimalloc, ArenaBackend, Backend, Peer,
+    release_glibc, release_jemalloc, release_mimalloc, ArenaBackend, Backend, PatternBackend, Peer,
 };
 use super::planned::PlannedBackend;
 use super::replay::Schedule;
@@ -483,6 +483,8 @@ pub fn collect(
             let schedules: Vec<&Schedule> = w.traces.iter().map(|t| &t.schedule).collect();
             let planned = PlannedBackend::new(&schedules)?;
             rows.push(run_peer(&planned, sc, wk, w, d, &mut faults)?);
+            let pattern = PatternBackend::default();
+            rows.push(run_peer(&pattern, sc, wk, w, d, &mut faults)?);
         }
         for peer in peers() {
             rows.push(peer(sc, wk, w, d, &mut faults)?);
