@@ -19,6 +19,12 @@ pub trait Backend {
     fn name(&self) -> &'static str;
     /// A run of shape variant `variant` starts.
     fn begin_run(&self, _variant: usize) {}
+    /// Runs of each shape, beyond the cold one, before the back end is warm
+    /// (pattern mode learns in a shape's first run and builds its block in
+    /// the second).
+    fn extra_warm_up_runs(&self) -> usize {
+        0
+    }
     /// The run ended (its outputs are exported).
     fn end_run(&self) {}
     /// A 64-byte aligned buffer of `size` bytes; `output` says it will leave the run.
@@ -121,6 +127,9 @@ impl Backend for PatternBackend {
     }
     fn begin_run(&self, variant: usize) {
         self.0.exec.begin_run_keyed(variant as u64);
+    }
+    fn extra_warm_up_runs(&self) -> usize {
+        1
     }
     fn alloc(&self, size: usize, output: bool) -> Option<Allocation> {
         self.0.alloc(size, output)

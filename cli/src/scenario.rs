@@ -229,6 +229,17 @@ pub fn drive<B: Backend>(
         let (_, o) = timed(1, faults)?;
         hold(o, &mut held);
     }
+    for _ in 0..b.extra_warm_up_runs() {
+        let shapes: &[usize] = if sc == Scenario::AlternatingShapes {
+            &[0, 1]
+        } else {
+            &[sc.variant(0)]
+        };
+        for &v in shapes {
+            let (_, o) = timed(v, faults)?;
+            hold(o, &mut held);
+        }
+    }
     let arena_before = b.arena_stats();
     let copies0 = b.copies();
     let mut warm = Vec::with_capacity(d.runs);

@@ -6,7 +6,7 @@ use super::blocks::{BlockState, DEDICATED, NIL};
 use super::owners;
 use super::state::ArenaState;
 use crate::os::{self, OsCounters};
-use crate::size_class::CLASS_COUNT;
+use crate::size_class::{Class, CLASS_COUNT};
 use core::ptr::NonNull;
 
 impl ArenaState {
@@ -170,6 +170,29 @@ impl ArenaState {
         }
         self.stats.trims += 1;
         self.stats.trimmed_bytes += total;
+        total
+    }
+
+    /// Releases every retained buffer of every class for which `keep` is
+    /// false; returns the bytes released. Pattern mode calls it once a new
+    /// block exists, to give back what the learning run's buffers hold.
+    pub(crate) fn trim_classes(&mut self, keep: impl Fn(Class) -> bool, os: &OsCounters) -> usize {
+        let mut total = 0;
+        let mut from = 0;
+        while let Some(c) = self.warm.classes.first_in(from, CLASS_COUNT - 1) {
+            if keep(c) {
+                if c + 1 >= CLASS_COUNT {
+                    break;
+                }
+                from = c + 1;
+                continue;
+            }
+            total += self.evict(self.warm.oldest(c), os);
+        }
+        if total > 0 {
+            self.stats.trims += 1;
+            self.stats.trimmed_bytes += total;
+        }
         total
     }
 

@@ -161,6 +161,16 @@ fn warm_pattern_runs_take_no_fault_syscall_or_heap_allocation() {
             "seed {seed}: {block} > {learned_peak}"
         );
         assert_eq!(s1.live_bytes, 0);
+        // What the arena holds: the block, and no more than what the run
+        // takes outside it (the learning run's class buffers went back when
+        // the block was carved).
+        let block_cap =
+            warmarena::size_class::class_of(block).map_or(block, warmarena::size_class::capacity);
+        assert!(
+            s1.retained_bytes <= block_cap,
+            "seed {seed}: the arena retains {} B for a block of {block} B (class capacity {block_cap} B)",
+            s1.retained_bytes
+        );
     }
 }
 

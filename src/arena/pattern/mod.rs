@@ -150,6 +150,12 @@ impl PatternSet {
         }
     }
 
+    /// The block requests of the cached patterns (height and alignment;
+    /// one block each).
+    pub(crate) fn block_requests(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.patterns.iter().map(|p| (p.height, p.align))
+    }
+
     /// Bytes of the blocks of the cached patterns.
     pub(crate) fn block_bytes(&self) -> usize {
         self.patterns.iter().map(|p| p.height).sum()

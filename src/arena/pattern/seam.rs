@@ -124,13 +124,27 @@ impl ArenaCore {
         };
         // Recording may grow the event list through the global allocator.
         let _m = (!set.serving()).then(metadata::enter);
+        let mut new_block = false;
         let action = set.on_allocate(thread, size, align, |height, align| {
             let g = self.grant_locked(&mut st, height, align).ok()?;
+            new_block = g.fresh;
             Some(BlockRef {
                 index: g.block,
                 base: g.ptr.as_ptr() as usize,
             })
         });
+        if new_block {
+            // A block was just carved: the buffers the learning runs used
+            // are retained in their classes, and the blocks replace them.
+            // Give them back once (the block's run pays these system calls;
+            // later runs hit the block), keeping the classes that hold
+            // pattern blocks. A run that deviates later takes them anew.
+            let mut keep = [None; super::CACHE_LEN];
+            for (slot, (h, a)) in keep.iter_mut().zip(set.block_requests()) {
+                *slot = aligned_size(h, a).and_then(class_of);
+            }
+            st.trim_classes(|c| keep.contains(&Some(c)), &self.os);
+        }
         let out = match action {
             Action::Planned { addr, cap } => Ok(Grant {
                 // SAFETY: `addr` is inside the held block (base + an
