@@ -414,7 +414,12 @@ fn replay(sim: &mut Sim, run: &[(bool, usize, usize, usize)], deviate_at: Option
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(if cfg!(miri) { 2 } else { 48 }))]
+    // No failure file under Miri: its isolation has no working directory.
+    #![proptest_config(ProptestConfig {
+        cases: if cfg!(miri) { 2 } else { 48 },
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
 
     /// Random runs, replayed with a random deviation (or none) and random
     /// keys: no two live buffers ever overlap, and every block granted is
