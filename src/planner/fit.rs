@@ -173,7 +173,7 @@ mod tests {
     #[test]
     fn overlap_query_matches_a_scan() {
         let mut rng = Rng::new(11);
-        let bufs: Vec<Buffer> = (0..300)
+        let bufs: Vec<Buffer> = (0..if cfg!(miri) { 60 } else { 300 })
             .map(|_| {
                 let l = rng.below(100);
                 Buffer::new(l, l + 1 + rng.below(20), 1 + rng.below(9))
@@ -201,7 +201,7 @@ mod tests {
     #[test]
     fn both_fits_are_valid_and_stop_ends_them() {
         let mut rng = Rng::new(5);
-        let bufs: Vec<Buffer> = (0..500)
+        let bufs: Vec<Buffer> = (0..if cfg!(miri) { 60 } else { 500 })
             .map(|_| {
                 let l = rng.below(200);
                 Buffer::new(l, l + 1 + rng.below(30), 1 + rng.below(100))
