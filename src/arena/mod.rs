@@ -59,6 +59,7 @@ mod reserve;
 mod reuse;
 pub(crate) mod shared;
 pub(crate) mod state;
+pub(crate) mod tcache;
 #[cfg(test)]
 mod tests;
 mod warm;
