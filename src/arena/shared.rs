@@ -399,6 +399,9 @@ impl ArenaCore {
     unsafe fn destroy(this: NonNull<ArenaCore>) {
         #[cfg(loom)]
         LIVE_BODIES.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        #[cfg(all(test, not(loom)))]
+        // SAFETY: the body is alive until the `Box::from_raw` below.
+        destroyed::note(unsafe { this.as_ref() }.id);
         // SAFETY: the body was made by `Box::into_raw` in `CoreHandle::new`
         // and the caller guarantees this is its only release.
         let mut body = unsafe { Box::from_raw(this.as_ptr()) };
@@ -440,6 +443,23 @@ impl Drop for StateGuard<'_> {
             .live_mirror
             .store(st.stats.live_bytes.wrapping_sub(st.cached_bytes), Relaxed);
         self.core.clock_mirror.store(st.clock, Relaxed);
+    }
+}
+
+/// Which bodies were destroyed, for tests that check "exactly once".
+#[cfg(all(test, not(loom)))]
+pub(crate) mod destroyed {
+    static IDS: std::sync::Mutex<Vec<u64>> = std::sync::Mutex::new(Vec::new());
+
+    pub(crate) fn note(id: u64) {
+        let _m = super::metadata::enter();
+        IDS.lock().unwrap_or_else(|e| e.into_inner()).push(id);
+    }
+
+    /// How many times body `id` was destroyed.
+    pub(crate) fn count(id: u64) -> usize {
+        let ids = IDS.lock().unwrap_or_else(|e| e.into_inner());
+        ids.iter().filter(|&&i| i == id).count()
     }
 }
 

@@ -12,7 +12,7 @@
 pub(crate) const BIN_SLOTS: usize = 32;
 
 /// Bytes a bin may hold: larger classes hold fewer entries (at least one).
-pub(crate) const BIN_BYTES: usize = 32 << 10;
+pub(crate) const BIN_BYTES: usize = 128 << 10;
 
 /// One cached free buffer: its address and its block record (or
 /// `blocks::NIL` when the freeing path knew only the address).
@@ -121,15 +121,16 @@ mod tests {
     #[test]
     fn limits_follow_capacity() {
         assert_eq!(limit_for(16), BIN_SLOTS as u32);
-        assert_eq!(limit_for(4096), 8);
-        assert_eq!(limit_for(48 << 10), 1);
-        assert_eq!(Bin::new(4096).batch(), 4);
+        assert_eq!(limit_for(4096), 32);
+        assert_eq!(limit_for(16 << 10), 8);
+        assert_eq!(limit_for(48 << 10), 2);
+        assert_eq!(Bin::new(16 << 10).batch(), 4);
         assert_eq!(Bin::new(48 << 10).batch(), 1);
     }
 
     #[test]
     fn behaves_as_a_bounded_stack_with_oldest_first_drain() {
-        let mut b = Bin::new(4096);
+        let mut b = Bin::new(16 << 10);
         let mut model: Vec<Slot> = vec![];
         // A scripted mix of pushes, pops and drains against a Vec.
         for step in 0..200usize {

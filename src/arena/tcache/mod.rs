@@ -35,6 +35,8 @@
 
 mod bin;
 mod link;
+#[cfg(all(test, not(loom)))]
+mod tests;
 
 use self::bin::{Bin, Slot};
 use self::link::Link;
