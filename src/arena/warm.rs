@@ -99,6 +99,20 @@ impl WarmSets {
         }
     }
 
+    /// Every retained block of class `c`, oldest first (for `check`).
+    pub(crate) fn in_order(&self, table: &BlockTable, c: Class) -> Vec<u32> {
+        let mut out = vec![];
+        let mut i = self.older[c].head;
+        while i != NIL && out.len() <= table.len() {
+            out.push(i);
+            i = table.get(i).map_or(NIL, |b| b.next);
+        }
+        if self.hot[c] != NIL {
+            out.push(self.hot[c]);
+        }
+        out
+    }
+
     /// Removes retained block `i` of class `c`, wherever it is in the order.
     pub(crate) fn remove(&mut self, table: &mut BlockTable, c: Class, i: u32) {
         if self.hot[c] == i {

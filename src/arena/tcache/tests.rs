@@ -28,6 +28,7 @@ fn warm_small_pairs_hit_the_cache_and_count_exactly() {
     assert_eq!((s.retained_bytes, s.retained_buffers), (112, 1));
     assert_eq!(s.os, before.os, "no system call while warm");
     assert_eq!(s.peak_live_bytes, 112);
+    assert_eq!(a.check_invariants(), Ok(()));
 }
 
 #[test]
@@ -129,6 +130,7 @@ fn a_small_cap_reaches_cached_buffers_and_turns_caching_off() {
             .collect::<Vec<_>>(),
     );
     assert_eq!(a.stats().retained_bytes, 8 * 1024);
+    assert_eq!(a.check_invariants(), Ok(()));
 }
 
 #[test]
@@ -213,4 +215,5 @@ fn stress_threads_allocate_here_and_free_there() {
     assert_eq!((s.live_bytes, s.live_buffers), (0, 0));
     assert_eq!(s.frees, (threads * rounds) as u64);
     assert_eq!(s.warm_allocations + s.cold_allocations, s.frees);
+    assert_eq!(a.check_invariants(), Ok(()));
 }
