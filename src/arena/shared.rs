@@ -73,8 +73,15 @@ impl ArenaCore {
             let eff = (size.max(align) + (align - 1)) & !(align - 1);
             let c = class_of_classed(eff);
             if c < SMALL_CLASSES && tcache::serves(c, align) {
-                if let Some(g) = tcache::allocate(self, c, align) {
-                    return Ok(g);
+                let (addr, block) = tcache::allocate_parts(self, c, align);
+                if let Some(ptr) = NonNull::new(addr as *mut u8) {
+                    return Ok(Grant {
+                        ptr,
+                        cap: crate::size_class::capacity(c),
+                        block,
+                        fresh: false,
+                        warm: true,
+                    });
                 }
             }
             let mut st = self.lock();
