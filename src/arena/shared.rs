@@ -73,11 +73,11 @@ impl ArenaCore {
             let eff = (size.max(align) + (align - 1)) & !(align - 1);
             let c = class_of_classed(eff);
             if c < SMALL_CLASSES && tcache::serves(c, align) {
-                let (addr, block) = tcache::allocate_parts(self, c, align);
+                let (addr, block, cap) = tcache::allocate_parts(self, c, align);
                 if let Some(ptr) = NonNull::new(addr as *mut u8) {
                     return Ok(Grant {
                         ptr,
-                        cap: crate::size_class::capacity(c),
+                        cap,
                         block,
                         fresh: false,
                         warm: true,

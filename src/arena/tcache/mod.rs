@@ -220,23 +220,24 @@ fn fast_cache(core: &ArenaCore) -> Option<&Cache> {
 }
 
 /// A buffer of small class `c` (aligned for `align`) from this thread's
-/// cache: its address and block, or address 0 when the shared path must
+/// cache: its address, block and capacity (a larger class's when this
+/// cache's best fit is larger), or address 0 when the shared path must
 /// serve it. The caller builds its grant in registers: an `Option<Grant>`
 /// repacked into a `Result` went through the stack with mismatched store
 /// and load widths, a stall that cost more than the whole hit.
 #[inline(always)]
-pub(crate) fn allocate_parts(core: &ArenaCore, c: Class, align: usize) -> (usize, u32) {
+pub(crate) fn allocate_parts(core: &ArenaCore, c: Class, align: usize) -> (usize, u32, usize) {
     if let Some(cache) = fast_cache(core) {
         // SAFETY: this thread's cache; the borrow ends within this block.
         let o = unsafe { cache.own() };
         if let Some(s) = o.bins[c].pop() {
             let g = take(core, cache, o, s, c);
-            return (g.ptr.as_ptr() as usize, g.block);
+            return (g.ptr.as_ptr() as usize, g.block, g.cap);
         }
     }
     match allocate_slow(core, c, align) {
-        Some(g) => (g.ptr.as_ptr() as usize, g.block),
-        None => (0, NIL),
+        Some(g) => (g.ptr.as_ptr() as usize, g.block, g.cap),
+        None => (0, NIL, 0),
     }
 }
 

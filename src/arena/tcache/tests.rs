@@ -42,14 +42,16 @@ fn buffers_freed_on_another_thread_come_back_and_count() {
         })
         .collect();
     let cold = a.stats().cold_allocations;
-    std::thread::scope(|s| {
-        s.spawn(move || {
-            for (k, b) in bufs.into_iter().enumerate() {
-                assert!(b.as_slice().iter().all(|&x| x == k as u8));
-                drop(b);
-            }
-        });
-    });
+    // A joined thread (not a scoped one: a scope may end before the
+    // thread's thread-local destructors have run).
+    std::thread::spawn(move || {
+        for (k, b) in bufs.into_iter().enumerate() {
+            assert!(b.as_slice().iter().all(|&x| x == k as u8));
+            drop(b);
+        }
+    })
+    .join()
+    .unwrap();
     // The other thread exited: its cache went back to the arena.
     let s = a.stats();
     assert_eq!((s.live_bytes, s.live_buffers), (0, 0));
@@ -186,11 +188,15 @@ fn stress_threads_allocate_here_and_free_there() {
     let a = arena();
     let (threads, rounds) = if cfg!(miri) { (2, 30) } else { (4, 3000) };
     let (tx, rx): (Vec<_>, Vec<_>) = (0..threads).map(|_| std::sync::mpsc::channel()).unzip();
-    std::thread::scope(|s| {
-        for (t, rx) in rx.into_iter().enumerate() {
+    // Joined threads: their caches are flushed (thread-local destructors)
+    // before `join` returns.
+    let handles: Vec<_> = rx
+        .into_iter()
+        .enumerate()
+        .map(|(t, rx)| {
             let a = a.clone();
             let tx: Vec<_> = tx.clone();
-            s.spawn(move || {
+            std::thread::spawn(move || {
                 let mut x = 0x9E37_79B9u64 + t as u64;
                 for r in 0..rounds {
                     x ^= x << 13;
@@ -207,10 +213,13 @@ fn stress_threads_allocate_here_and_free_there() {
                         drop(b);
                     }
                 }
-            });
-        }
-        drop(tx);
-    });
+            })
+        })
+        .collect();
+    drop(tx);
+    for h in handles {
+        h.join().unwrap();
+    }
     let s = a.stats();
     assert_eq!((s.live_bytes, s.live_buffers), (0, 0));
     assert_eq!(s.frees, (threads * rounds) as u64);
