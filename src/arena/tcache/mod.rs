@@ -99,6 +99,7 @@ struct Own {
 
 /// One thread's cache for one arena.
 pub(crate) struct Cache {
+    /// The arena body's original pointer (from `ArenaState::owner`).
     core: *const ArenaCore,
     id: u64,
     pub(crate) link: Link,
@@ -114,14 +115,16 @@ unsafe impl Sync for Cache {}
 unsafe impl Send for Cache {}
 
 impl Cache {
-    fn new(core: &ArenaCore) -> Box<Cache> {
+    /// A cache for `core`, whose original body pointer (`ArenaState::owner`,
+    /// from `Box::into_raw`: the provenance a destroy needs) is `body`.
+    fn new(core: &ArenaCore, body: *const ArenaCore) -> Box<Cache> {
         let _m = metadata::enter();
         let mut bins = [const { Bin::new(MIN_CAPACITY) }; SMALL_CLASSES];
         for (c, b) in bins.iter_mut().enumerate() {
             *b = Bin::new(capacity(c));
         }
         Box::new(Cache {
-            core,
+            core: body,
             id: core.id,
             link: Link::new(),
             counters: Counters::default(),
@@ -485,9 +488,10 @@ fn find_or_make(f: &Front, core: &ArenaCore) -> Option<*mut Cache> {
         }
     }
     let k = free_slot?;
-    let cache = Box::into_raw(Cache::new(core));
+    let cache;
     {
         let mut st = core.lock();
+        cache = Box::into_raw(Cache::new(core, st.owner.0.cast_const().cast()));
         st.sweep_caches();
         if st.caches.try_reserve(1).is_err() {
             drop(st);
