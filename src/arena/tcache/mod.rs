@@ -316,10 +316,10 @@ fn ready_cache(core: &ArenaCore) -> Option<&Cache> {
         return None;
     }
     let _m = metadata::enter();
-    let cache = FRONT.try_with(|f| find_or_make(f, core)).ok()??;
+    let p = FRONT.try_with(|f| find_or_make(f, core)).ok()??;
     // SAFETY: the cache lives until this thread frees it (not before the
     // end of this call) or the arena frees it (only after this thread left).
-    let cache = unsafe { &*cache };
+    let cache = unsafe { &*p };
     // SAFETY: this thread's cache; no other borrow of `own` is alive.
     let o = unsafe { cache.own() };
     let e = core.epoch.load(Relaxed);
@@ -338,7 +338,7 @@ fn ready_cache(core: &ArenaCore) -> Option<&Cache> {
         }
         o.seen = e;
     }
-    let _ = LAST.try_with(|l| l.set(cache as *const Cache as *mut Cache));
+    let _ = LAST.try_with(|l| l.set(p));
     Some(cache)
 }
 
@@ -477,8 +477,9 @@ fn find_or_make(f: &Front, core: &ArenaCore) -> Option<*mut Cache> {
             s.set(null_mut());
             forget_last(p);
             if c.link.thread_leaves() {
-                // SAFETY: both sides left; the slot no longer names it.
-                unsafe { Cache::free(NonNull::from(c)) };
+                // SAFETY: both sides left; the slot no longer names it; `p`
+                // is the pointer `Box::into_raw` gave.
+                unsafe { Cache::free(NonNull::new_unchecked(p)) };
             }
             free_slot.get_or_insert(k);
             continue;
@@ -523,8 +524,9 @@ fn reclaim_orphans(f: &Front) {
     }
     f.reclaim_seen.set(r);
     for s in &f.slots {
+        let p = s.get();
         // SAFETY: slots hold caches this thread owns.
-        let Some(c) = (unsafe { s.get().as_ref() }) else {
+        let Some(c) = (unsafe { p.as_ref() }) else {
             continue;
         };
         if c.counters.held_buffers.load(Relaxed) == 0 {
@@ -535,9 +537,10 @@ fn reclaim_orphans(f: &Front) {
         let core = unsafe { &*c.core };
         if core.epoch.load(Relaxed) & ORPHANED != 0 {
             s.set(null_mut());
-            forget_last(c as *const Cache as *mut Cache);
-            // SAFETY: this thread's cache, now out of its slot.
-            unsafe { leave(NonNull::from(c)) };
+            forget_last(p);
+            // SAFETY: this thread's cache, now out of its slot; `p` is the
+            // pointer `Box::into_raw` gave.
+            unsafe { leave(NonNull::new_unchecked(p)) };
         }
     }
 }
