@@ -1,4 +1,4 @@
-//! Allocate+free pairs of retained sizes from 64 B to 256 MiB: warmarena
+//! Allocate+free pairs of retained sizes from 16 B to 256 MiB: warmarena
 //! against the system allocator, mimalloc and jemalloc, in one process.
 //!
 //! `cargo bench --bench arena_pairs` (add `-- --quick` for a shorter run).
@@ -12,7 +12,9 @@ use std::hint::black_box;
 use warmarena::ExecutionArena;
 
 const SIZES: &[usize] = &[
+    16,
     64,
+    256,
     1 << 10,
     16 << 10,
     64 << 10,

@@ -62,7 +62,10 @@ unsafe fn reallocate(
         return allocate(core, new, zero_tail);
     }
     let addr = ptr.as_ptr() as usize;
-    let (_, cap) = core.live_block_at(addr).ok_or(AllocError)?;
+    let cap = match core.small_class_at(addr) {
+        Some(c) => crate::size_class::capacity(c),
+        None => core.live_block_at(addr).ok_or(AllocError)?.1,
+    };
     if new.size() == 0 {
         deallocate(core, ptr, old);
         return Ok(dangling(new));

@@ -22,7 +22,6 @@ impl ClassBitmap {
         self.words[c / 64] &= !(1 << (c % 64));
     }
 
-    #[cfg(test)]
     pub(crate) fn contains(&self, c: Class) -> bool {
         self.words[c / 64] & (1 << (c % 64)) != 0
     }

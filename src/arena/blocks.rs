@@ -166,6 +166,29 @@ impl BlockTable {
         list.len += 1;
     }
 
+    /// Links `i` into `list` right after `after` (`NIL`: at the head).
+    pub(crate) fn insert_after(&mut self, list: &mut List, after: u32, i: u32) {
+        let next = if after == NIL {
+            list.head
+        } else {
+            self.blocks[after as usize].next
+        };
+        let b = &mut self.blocks[i as usize];
+        b.prev = after;
+        b.next = next;
+        if after == NIL {
+            list.head = i;
+        } else {
+            self.blocks[after as usize].next = i;
+        }
+        if next == NIL {
+            list.tail = i;
+        } else {
+            self.blocks[next as usize].prev = i;
+        }
+        list.len += 1;
+    }
+
     /// Unlinks `i` from `list`.
     #[inline]
     pub(crate) fn unlink(&mut self, list: &mut List, i: u32) {
@@ -221,6 +244,16 @@ mod tests {
         assert_eq!(collect(&t, &l), vec![1, 3]);
         assert_eq!((l.head, l.tail, l.len), (1, 3, 2));
         t.push_back(&mut l, 0);
+        assert_eq!(collect(&t, &l), vec![1, 3, 0]);
+        t.insert_after(&mut l, NIL, 2);
+        t.insert_after(&mut l, 3, 4);
+        assert_eq!(collect(&t, &l), vec![2, 1, 3, 4, 0]);
+        t.unlink(&mut l, 4);
+        t.insert_after(&mut l, 0, 4);
+        assert_eq!(collect(&t, &l), vec![2, 1, 3, 0, 4]);
+        assert_eq!((l.tail, l.len), (4, 5));
+        t.unlink(&mut l, 4);
+        t.unlink(&mut l, 2);
         assert_eq!(collect(&t, &l), vec![1, 3, 0]);
         t.unlink(&mut l, 0);
         t.unlink(&mut l, 1);

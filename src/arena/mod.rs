@@ -47,6 +47,7 @@
 
 mod bitmap;
 pub(crate) mod blocks;
+mod check;
 mod config;
 mod error;
 pub(crate) mod metadata;
@@ -61,6 +62,7 @@ mod reserve;
 mod reuse;
 pub(crate) mod shared;
 pub(crate) mod state;
+pub(crate) mod tcache;
 #[cfg(test)]
 mod tests;
 mod warm;
@@ -217,6 +219,19 @@ macro_rules! arena_face {
             /// ```
             pub fn reset_peak(&self) {
                 self.core.reset_peak()
+            }
+
+            /// Verifies the arena's internal invariants from scratch (slow;
+            /// for tests and fuzzing): the first disagreement, if any.
+            ///
+            /// ```
+            #[doc = concat!("let arena = warmarena::", stringify!($name), "::new();")]
+            /// drop(arena.allocate(100, 8).unwrap());
+            /// assert_eq!(arena.check_invariants(), Ok(()));
+            /// ```
+            #[doc(hidden)]
+            pub fn check_invariants(&self) -> Result<(), String> {
+                self.core.lock().check()
             }
 
             /// Which arena this is.

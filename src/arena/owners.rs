@@ -59,7 +59,26 @@ pub(crate) struct Owner(pub(crate) *mut ());
 
 impl Owner {
     pub(crate) const NONE: Owner = Owner(null_mut());
+
+    /// This owner with small class `class` in its low bits: the entry of a
+    /// run's granules, so a free finds the buffer's class with its arena.
+    /// Arena bodies are 128-byte aligned, and small classes are fewer.
+    pub(crate) fn tagged(self, class: usize) -> Owner {
+        debug_assert!(class < TAG_MASK);
+        Owner(self.0.cast::<u8>().wrapping_add(class + 1).cast())
+    }
+
+    /// The owner without its tag, and the class the tag names.
+    #[inline(always)]
+    fn untag(self) -> (Owner, Option<usize>) {
+        let t = self.0 as usize & TAG_MASK;
+        let o = Owner(self.0.cast::<u8>().wrapping_sub(t).cast());
+        (o, t.checked_sub(1))
+    }
 }
+
+/// The low bits of an entry that carry a run's class (plus one; zero: no class).
+const TAG_MASK: usize = 127;
 
 // SAFETY: an `Owner` is an identity (an address with provenance); it is only
 // dereferenced by code that proves the body alive by other means.
@@ -87,6 +106,18 @@ fn split(addr: usize) -> Option<(usize, usize)> {
 /// The owner of the granule holding `addr`, or null. Two acquire loads.
 #[inline]
 pub(crate) fn lookup(addr: usize) -> Owner {
+    lookup_small(addr).0
+}
+
+/// The owner of the granule holding `addr` (or null) and, when the granule
+/// is part of a small-class run, the run's class.
+#[inline]
+pub(crate) fn lookup_small(addr: usize) -> (Owner, Option<usize>) {
+    lookup_tagged(addr).untag()
+}
+
+#[inline(always)]
+fn lookup_tagged(addr: usize) -> Owner {
     let Some((top, i)) = split(addr) else {
         return Owner::NONE;
     };
@@ -166,7 +197,10 @@ pub(crate) fn unregister(base: usize, len: usize, owner: Owner) {
         }
         // SAFETY: see `lookup`.
         let e = unsafe { &(*l)[i] };
-        let _ = e.compare_exchange(owner.0, null_mut(), Ordering::Release, Ordering::Relaxed);
+        let cur = e.load(Ordering::Relaxed);
+        if Owner(cur).untag().0 == owner {
+            let _ = e.compare_exchange(cur, null_mut(), Ordering::Release, Ordering::Relaxed);
+        }
     }
 }
 
@@ -201,8 +235,11 @@ mod tests {
         };
         let p = os::map(req, &c).unwrap();
         let base = p.as_ptr() as usize;
-        let mut tag = 0u8;
-        let me = Owner((&mut tag as *mut u8).cast());
+        // Owners are 128-byte aligned (arena bodies), like this stand-in.
+        #[repr(align(128))]
+        struct Body(#[allow(dead_code)] u8);
+        let mut body = Body(0);
+        let me = Owner((&mut body as *mut Body).cast());
         assert!(register(base, 3 * GRANULE + 100, me));
         assert_eq!(lookup(base), me);
         assert_eq!(lookup(base + 3 * GRANULE - 1), me);
@@ -211,8 +248,14 @@ mod tests {
         // Unregistering for another owner changes nothing.
         unregister(base, 3 * GRANULE, Owner::NONE);
         assert_eq!(lookup(base + GRANULE), me);
+        // A run's granules carry its class; unregistering clears them too.
+        assert!(register(base + GRANULE, GRANULE, me.tagged(79)));
+        assert_eq!(lookup_small(base + GRANULE + 5), (me, Some(79)));
+        assert_eq!(lookup_small(base), (me, None));
+        assert_eq!(lookup(base + GRANULE), me);
         unregister(base, 3 * GRANULE, me);
         assert_eq!(lookup(base), Owner::NONE);
+        assert_eq!(lookup_small(base + GRANULE), (Owner::NONE, None));
         assert_eq!(lookup(usize::MAX), Owner::NONE);
         // SAFETY: mapped above with this length, unused from here on.
         unsafe { os::unmap(p, req.len, &c) };

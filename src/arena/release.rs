@@ -9,12 +9,28 @@ use crate::os::{self, OsCounters};
 use crate::size_class::{Class, CLASS_COUNT};
 use core::ptr::NonNull;
 
+/// A free's stamp is the arena's free count shifted by this many bits,
+/// plus, for a free into a thread cache, that cache's own sequence number:
+/// a cached free stamped with the count the thread last saw orders after
+/// the arena frees before it and before those after it.
+pub(crate) const STAMP_SEQ_BITS: u32 = 24;
+
 impl ArenaState {
     /// Returns live block `i` to the arena. `false` (and no change) when the
     /// block is not live or does not start at `addr`: a buffer is returned at
     /// most once.
+    /// `i` may be `NIL` when the caller knows only the address (a buffer
+    /// served from a thread cache that had it from an address-only free).
     #[inline(always)]
     pub(crate) fn free(&mut self, i: u32, addr: usize, os: &OsCounters) -> bool {
+        let i = if i == NIL {
+            match self.live_block_at(addr) {
+                Some(i) => i,
+                None => return false,
+            }
+        } else {
+            i
+        };
         let Some(b) = self.table.get(i) else {
             return false;
         };
@@ -34,12 +50,43 @@ impl ArenaState {
         }
         let b = self.table.at(i);
         b.state = BlockState::Warm;
-        b.freed_at = self.clock;
+        b.freed_at = self.clock << STAMP_SEQ_BITS;
         self.warm.push(&mut self.table, c, i);
         if self.retained_bytes() > self.config.retention_cap {
             self.enforce_cap(os);
         }
         true
+    }
+
+    /// Returns live small block `i` (or the one at `addr` when `i` is
+    /// `NIL`) that a thread cache held, freed by its user at `stamp` (see
+    /// [`STAMP_SEQ_BITS`]): it takes its place in free order, so eviction
+    /// stays least-recently-freed first. The block is retained whatever
+    /// the cap (caching is on only for caps far above a cache's bytes).
+    /// Returns the block, or `NIL` when it was not live.
+    pub(crate) fn free_cached(&mut self, i: u32, addr: usize, stamp: u64) -> u32 {
+        let i = if i == NIL {
+            match self.live_block_at(addr) {
+                Some(i) => i,
+                None => return NIL,
+            }
+        } else {
+            i
+        };
+        let Some(b) = self.table.get(i) else {
+            return NIL;
+        };
+        if b.state != BlockState::Live || b.addr != addr || b.class == DEDICATED {
+            return NIL;
+        }
+        let (cap, c) = (b.cap, b.class as usize);
+        self.note_dead(cap);
+        self.clock += 1;
+        let b = self.table.at(i);
+        b.state = BlockState::Warm;
+        b.freed_at = stamp;
+        self.warm.insert_by_stamp(&mut self.table, c, i);
+        i
     }
 
     /// A dedicated mapping goes back to the OS as soon as it is freed.
@@ -95,7 +142,7 @@ impl ArenaState {
     }
 
     /// Releases warm block `i`'s pages; returns its capacity.
-    fn evict(&mut self, i: u32, os: &OsCounters) -> usize {
+    pub(crate) fn evict(&mut self, i: u32, os: &OsCounters) -> usize {
         let b = *self.table.at(i);
         let c = b.class as usize;
         self.warm.remove(&mut self.table, c, i);

@@ -181,6 +181,8 @@ impl ArenaState {
         if r == NIL || self.runs[r as usize].carved + cap > self.runs[r as usize].len {
             self.runs.try_reserve(1).map_err(|_| NO_ROOM(cap))?;
             let base = self.cut_run(cap, os)?;
+            // The run's granules name its class too (a free finds it by address).
+            owners::register(base, RUN_LEN, self.owner.tagged(class));
             self.runs.push(Run {
                 base,
                 len: RUN_LEN,

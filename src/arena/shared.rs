@@ -9,25 +9,44 @@
 //! last handle marks the arena orphaned; whoever (last handle or last
 //! buffer) sees "orphaned and nothing live" under the lock frees the body.
 
-use super::blocks::BlockState;
+use super::blocks::{BlockState, NIL};
 use super::error::AllocError;
 use super::metadata;
 use super::owners::Owner;
 use super::pins::{PinInfo, PinRecord};
 use super::state::{ArenaState, Grant};
-use super::{ArenaConfig, ArenaKind, MAX_ALIGN};
+use super::tcache::{self, EPOCH_STEP, MIN_CAP_FOR_CACHE, NO_CACHE, ORPHANED, SMALL_CLASSES};
+use super::{ArenaConfig, ArenaKind, CARVE_LIMIT, MAX_ALIGN};
 use crate::os::OsCounters;
 use crate::size_class::{aligned_size, class_of, class_of_classed, MAX_CLASS_SIZE};
 use crate::stats::ArenaStats;
 use crate::sync::rc::{fence, AtomicUsize, Ordering};
 use crate::sync::{SpinGuard, SpinLock};
 use core::ptr::NonNull;
+use core::sync::atomic::Ordering::Relaxed;
 
-/// The shared body of an arena.
+/// The shared body of an arena. Aligned to 128 bytes: the owner table tags
+/// its pointer's low bits with a small class (`owners.rs`).
+#[repr(align(128))]
 pub(crate) struct ArenaCore {
     pub(crate) kind: ArenaKind,
+    /// This body's number, unique in the process: thread caches tell a new
+    /// body at a reused address from the one they cached for.
+    pub(crate) id: u64,
+    /// Thread caches' instructions (`tcache`): a count advanced by `trim`
+    /// and `set_retention_cap`, and the `ORPHANED` and `NO_CACHE` flags.
+    /// Written only under the lock; read with one relaxed load per cached
+    /// operation.
+    pub(crate) epoch: core::sync::atomic::AtomicU64,
     handles: AtomicUsize,
     state: SpinLock<ArenaState>,
+    /// Live bytes less the bytes thread caches last published, stored at
+    /// every unlock: a cache hit reads it to keep `peak_live_bytes` exact
+    /// on one thread without the lock.
+    pub(crate) live_mirror: core::sync::atomic::AtomicUsize,
+    /// The arena's free count, stored at every unlock: a free into a
+    /// thread cache stamps its place in free order with it.
+    pub(crate) clock_mirror: core::sync::atomic::AtomicU64,
     pub(crate) os: OsCounters,
     /// Pattern mode is on (fixed at creation): allocate and free go
     /// through `pattern::seam` first.
@@ -36,8 +55,11 @@ pub(crate) struct ArenaCore {
 
 impl ArenaCore {
     #[inline]
-    pub(crate) fn lock(&self) -> SpinGuard<'_, ArenaState> {
-        self.state.lock()
+    pub(crate) fn lock(&self) -> StateGuard<'_> {
+        StateGuard {
+            g: self.state.lock(),
+            core: self,
+        }
     }
 
     /// Checks a request and serves it warm if a retained buffer fits, cold otherwise.
@@ -56,6 +78,18 @@ impl ArenaCore {
         if size.wrapping_sub(1) < MAX_CLASS_SIZE / 2 && align.is_power_of_two() && align <= 4096 {
             let eff = (size.max(align) + (align - 1)) & !(align - 1);
             let c = class_of_classed(eff);
+            if c < SMALL_CLASSES && tcache::serves(c, align) {
+                let (addr, block, cap) = tcache::allocate_parts(self, c);
+                if let Some(ptr) = NonNull::new(addr as *mut u8) {
+                    return Ok(Grant {
+                        ptr,
+                        cap,
+                        block,
+                        fresh: false,
+                        warm: true,
+                    });
+                }
+            }
             let mut st = self.lock();
             if let Some(g) = st.take_exact(c, eff, align, &self.os) {
                 return Ok(g);
@@ -71,7 +105,7 @@ impl ArenaCore {
     #[inline(never)]
     fn serve_classed(
         &self,
-        mut st: SpinGuard<'_, ArenaState>,
+        mut st: StateGuard<'_>,
         c: usize,
         eff: usize,
         align: usize,
@@ -113,6 +147,34 @@ impl ArenaCore {
         }
     }
 
+    /// Runs `f` on the state under the lock, then frees the body when that
+    /// left it orphaned with nothing live: the one place "the last one out
+    /// frees the body" is written.
+    ///
+    /// # Safety
+    /// `this` must point to a live arena body for the call. When this
+    /// returns, the body may be gone: the caller must not use `this` again
+    /// unless it holds a handle.
+    #[inline(always)]
+    pub(crate) unsafe fn locked_last_out<R>(
+        this: NonNull<ArenaCore>,
+        f: impl FnOnce(&mut ArenaState, &ArenaCore) -> R,
+    ) -> R {
+        let (r, dead) = {
+            // SAFETY: the caller guarantees `this` is live for this call.
+            let core = unsafe { this.as_ref() };
+            let mut st = core.lock();
+            let r = f(&mut st, core);
+            (r, st.orphaned && st.stats.live_buffers == 0)
+        };
+        if dead {
+            // SAFETY: no handle and no live buffer remains, and the decision
+            // was taken under the lock, so no one else can reach the body.
+            unsafe { Self::destroy(this) };
+        }
+        r
+    }
+
     /// Returns a buffer; `false` when `block` is not a live buffer at `addr`.
     ///
     /// # Safety
@@ -121,57 +183,69 @@ impl ArenaCore {
     /// gone: the caller must not use `this` again unless it holds a handle.
     #[inline(always)]
     pub(crate) unsafe fn free(this: NonNull<ArenaCore>, block: u32, addr: usize) -> bool {
-        let (returned, dead) = {
+        // SAFETY: the caller guarantees `this` is live for this call.
+        if unsafe { this.as_ref() }.pattern_on {
+            // SAFETY: forwarded from the caller.
+            return unsafe { Self::free_patterned(this, Some(block), addr) };
+        }
+        // SAFETY: forwarded contract.
+        unsafe { Self::locked_last_out(this, |st, core| st.free(block, addr, &core.os)) }
+    }
+
+    /// [`ArenaCore::free`] for a buffer of capacity `cap`: a small one goes
+    /// into this thread's cache when it can.
+    ///
+    /// # Safety
+    /// As for [`ArenaCore::free`].
+    #[inline(always)]
+    pub(crate) unsafe fn free_sized(
+        this: NonNull<ArenaCore>,
+        block: u32,
+        addr: usize,
+        cap: usize,
+    ) -> bool {
+        if cap < CARVE_LIMIT {
             // SAFETY: the caller guarantees `this` is live for this call.
             let core = unsafe { this.as_ref() };
-            if core.pattern_on {
-                // SAFETY: forwarded from the caller.
-                return unsafe { Self::free_patterned(this, Some(block), addr) };
+            if !core.pattern_on && tcache::free(core, class_of_classed(cap), addr, block) {
+                return true;
             }
-            let mut st = core.lock();
-            let returned = st.free(block, addr, &core.os);
-            (returned, st.orphaned && st.stats.live_buffers == 0)
-        };
-        if dead {
-            // SAFETY: no handle and no live buffer remains, and the decision
-            // was taken under the lock, so no one else can reach the body.
-            unsafe { Self::destroy(this) };
         }
-        returned
+        // SAFETY: forwarded contract.
+        unsafe { Self::free(this, block, addr) }
     }
 
     /// Returns the live buffer that starts at `addr`, found by address, and
     /// frees the body when that was the last thing keeping it alive: the
     /// by-address twin of [`ArenaCore::free`], for owners that hold no
-    /// handle (the scoped global allocator). `false` (and no change) when
-    /// no live buffer starts at `addr`.
+    /// handle (the scoped global allocator). `small` is the buffer's class
+    /// when the owner table tagged its run (then it may go into this
+    /// thread's cache). `false` (and no change) when no live buffer starts
+    /// at `addr`.
     ///
     /// # Safety
     /// `this` must be the body's original pointer (as registered in the
     /// owner table or returned by [`CoreHandle::ptr`]) and the body must be
     /// alive: the buffer at `addr` is live, or the caller holds a handle.
     /// When this returns, the body may be gone.
-    pub(crate) unsafe fn free_by_addr(this: NonNull<ArenaCore>, addr: usize) -> bool {
-        let (returned, dead) = {
-            // SAFETY: the caller guarantees `this` is live for this call.
-            let core = unsafe { this.as_ref() };
-            if core.pattern_on {
-                // SAFETY: forwarded from the caller.
-                return unsafe { Self::free_patterned(this, None, addr) };
-            }
-            let mut st = core.lock();
-            let returned = match st.live_block_at(addr) {
-                Some(i) => st.free(i, addr, &core.os),
-                None => false,
-            };
-            (returned, st.orphaned && st.stats.live_buffers == 0)
-        };
-        if dead {
-            // SAFETY: no handle and no live buffer remains, and the decision
-            // was taken under the lock, so no one else can reach the body.
-            unsafe { Self::destroy(this) };
+    pub(crate) unsafe fn free_by_addr(
+        this: NonNull<ArenaCore>,
+        addr: usize,
+        small: Option<usize>,
+    ) -> bool {
+        // SAFETY: the caller guarantees `this` is live for this call.
+        if unsafe { this.as_ref() }.pattern_on {
+            // SAFETY: forwarded from the caller.
+            return unsafe { Self::free_patterned(this, None, addr) };
         }
-        returned
+        if let Some(c) = small {
+            // SAFETY: the caller guarantees `this` is live for this call.
+            if tcache::free(unsafe { this.as_ref() }, c, addr, NIL) {
+                return true;
+            }
+        }
+        // SAFETY: forwarded contract.
+        unsafe { Self::locked_last_out(this, |st, core| st.free(NIL, addr, &core.os)) }
     }
 
     /// Pins live block `block` (at `addr`, logical length `len`) for shared
@@ -192,6 +266,12 @@ impl ArenaCore {
         // SAFETY: the caller guarantees the body is alive.
         let core = unsafe { this.as_ref() };
         let mut st = core.lock();
+        // A buffer served from a thread cache may not know its record.
+        let block = if block == NIL {
+            st.live_block_at(addr)?
+        } else {
+            block
+        };
         let b = *st.table.get(block)?;
         if b.state != BlockState::Live || b.addr != addr {
             return None;
@@ -230,19 +310,14 @@ impl ArenaCore {
         let info = unsafe { rec.as_ref().info() };
         // SAFETY: a pinned buffer is live, so its arena body is alive.
         let this = unsafe { NonNull::new_unchecked(info.core) };
-        let dead = {
-            // SAFETY: as above.
-            let core = unsafe { this.as_ref() };
-            let mut st = core.lock();
-            st.stats.leased_bytes -= info.cap;
-            st.stats.leases -= 1;
-            let freed = st.free(info.block, info.addr, &core.os);
-            debug_assert!(freed, "a pinned block was not live");
-            st.orphaned && st.stats.live_buffers == 0
-        };
-        if dead {
-            // SAFETY: no handle and no live buffer remains; decided under the lock.
-            unsafe { Self::destroy(this) };
+        // SAFETY: as above; nothing uses `this` afterwards.
+        unsafe {
+            Self::locked_last_out(this, |st, core| {
+                st.stats.leased_bytes -= info.cap;
+                st.stats.leases -= 1;
+                let freed = st.free(info.block, info.addr, &core.os);
+                debug_assert!(freed, "a pinned block was not live");
+            })
         }
     }
 
@@ -254,11 +329,21 @@ impl ArenaCore {
             // SAFETY: the caller holds a handle, so the body outlives the call.
             return unsafe { Self::free_patterned(NonNull::from(self), None, addr) };
         }
-        let mut st = self.lock();
-        match st.live_block_at(addr) {
-            Some(i) => st.free(i, addr, &self.os),
-            None => false,
+        if let Some(c) = self.small_class_at(addr) {
+            if tcache::free(self, c, addr, NIL) {
+                return true;
+            }
         }
+        self.lock().free(NIL, addr, &self.os)
+    }
+
+    /// The class of the small buffer of this arena at `addr`, from the
+    /// owner table's run tag (no lock, no search); `None` for any other
+    /// address.
+    #[inline]
+    pub(crate) fn small_class_at(&self, addr: usize) -> Option<usize> {
+        let (owner, class) = super::owners::lookup_small(addr);
+        (owner.0 == (self as *const ArenaCore).cast_mut().cast()).then_some(class?)
     }
 
     /// The live block starting at `addr` and its capacity.
@@ -280,28 +365,66 @@ impl ArenaCore {
         st.stats.copied_bytes += bytes;
     }
 
+    /// The arena's counters with the thread caches' summed in: cached
+    /// buffers move from live to retained, their frees are counted.
+    ///
+    /// Exact when no other thread is operating on the arena. While others
+    /// run, each cache's counters are read once with relaxed loads under
+    /// the lock: every figure is one some thread's cache had at a moment
+    /// during the call, and the sums may mix moments (a buffer freed into
+    /// one cache while another is read may show as live or retained, never
+    /// both). `peak_live_bytes` is exact on one thread; with several, a
+    /// peak reached only while buffers sat in caches may be missed or
+    /// counted up to one cache's worth high (`tcache::bin::BIN_BYTES` per
+    /// class and thread).
     pub(crate) fn stats(&self) -> ArenaStats {
-        let st = self.lock();
+        let mut st = self.lock();
+        let t = st.cache_totals();
         let mut s = st.stats();
         if let Some(set) = &st.pattern {
             super::pattern::seam::fill_stats(set, &mut s);
         }
         drop(st);
+        s.live_bytes -= t.held_bytes;
+        s.live_buffers -= t.held_buffers;
+        s.retained_bytes += t.held_bytes;
+        s.retained_buffers += t.held_buffers;
+        s.frees = s.frees - t.flushed + t.frees;
+        s.warm_allocations = s.frees + s.live_buffers as u64 - s.cold_allocations;
+        s.peak_live_bytes = s.peak_live_bytes.max(t.peak);
         s.os = self.os.snapshot();
         s
     }
 
+    /// Gives every retained buffer back, this thread's cached ones too;
+    /// other threads give theirs back (and release them) at their next
+    /// operation on this arena.
     pub(crate) fn trim(&self) -> usize {
-        self.lock().trim(&self.os)
+        let mut st = self.lock();
+        tcache::flush_own(&mut st, self);
+        let e = self.epoch.load(Relaxed) + EPOCH_STEP;
+        self.epoch.store(e, Relaxed);
+        st.trim_epoch = e;
+        st.trim(&self.os)
     }
 
+    /// Sets the cap (reaching thread caches as `trim` does; a cap below
+    /// `MIN_CAP_FOR_CACHE` turns caching off).
     pub(crate) fn set_retention_cap(&self, cap: usize) {
-        self.lock().set_retention_cap(cap, &self.os)
+        let mut st = self.lock();
+        tcache::flush_own(&mut st, self);
+        let flags = if cap < MIN_CAP_FOR_CACHE { NO_CACHE } else { 0 };
+        let e = self.epoch.load(Relaxed);
+        self.epoch
+            .store(((e & !NO_CACHE) + EPOCH_STEP) | flags, Relaxed);
+        st.set_retention_cap(cap, &self.os)
     }
 
     pub(crate) fn reset_peak(&self) {
         let mut st = self.lock();
-        st.stats.peak_live_bytes = st.stats.live_bytes;
+        let t = st.cache_totals();
+        st.stats.peak_live_bytes = st.stats.live_bytes - t.held_bytes;
+        st.reset_cache_peaks();
     }
 
     /// # Safety
@@ -311,14 +434,72 @@ impl ArenaCore {
     pub(crate) unsafe fn destroy(this: NonNull<ArenaCore>) {
         #[cfg(loom)]
         LIVE_BODIES.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        #[cfg(all(test, not(loom)))]
+        // SAFETY: the body is alive until the `Box::from_raw` below.
+        destroyed::note(unsafe { this.as_ref() }.id);
         // SAFETY: the body was made by `Box::into_raw` in `CoreHandle::new`
         // and the caller guarantees this is its only release.
         let mut body = unsafe { Box::from_raw(this.as_ptr()) };
+        body.state.get_mut().leave_caches();
         let os = &body.os as *const OsCounters;
         // SAFETY: `os` points into `body`, which lives until the end of this scope.
         body.state.get_mut().release_everything(unsafe { &*os });
     }
 }
+
+/// The arena lock's guard: on release it stores the live-bytes mirror.
+pub(crate) struct StateGuard<'a> {
+    g: SpinGuard<'a, ArenaState>,
+    core: &'a ArenaCore,
+}
+
+impl core::ops::Deref for StateGuard<'_> {
+    type Target = ArenaState;
+    #[inline(always)]
+    fn deref(&self) -> &ArenaState {
+        &self.g
+    }
+}
+
+impl core::ops::DerefMut for StateGuard<'_> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut ArenaState {
+        &mut self.g
+    }
+}
+
+impl Drop for StateGuard<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        let st: &ArenaState = &self.g;
+        // Modular: published bytes a cache's thread took out since and
+        // freed elsewhere may exceed the live bytes for a while.
+        self.core
+            .live_mirror
+            .store(st.stats.live_bytes.wrapping_sub(st.cached_bytes), Relaxed);
+        self.core.clock_mirror.store(st.clock, Relaxed);
+    }
+}
+
+/// Which bodies were destroyed, for tests that check "exactly once".
+#[cfg(all(test, not(loom)))]
+pub(crate) mod destroyed {
+    static IDS: std::sync::Mutex<Vec<u64>> = std::sync::Mutex::new(Vec::new());
+
+    pub(crate) fn note(id: u64) {
+        let _m = super::metadata::enter();
+        IDS.lock().unwrap_or_else(|e| e.into_inner()).push(id);
+    }
+
+    /// How many times body `id` was destroyed.
+    pub(crate) fn count(id: u64) -> usize {
+        let ids = IDS.lock().unwrap_or_else(|e| e.into_inner());
+        ids.iter().filter(|&&i| i == id).count()
+    }
+}
+
+/// The next arena body's `id`.
+static NEXT_ID: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(1);
 
 /// Arena bodies made and not yet destroyed, for the loom models to check
 /// that every body is freed exactly once (a plain atomic: it observes the
@@ -344,7 +525,17 @@ impl CoreHandle {
             let _m = metadata::enter();
             Box::new(ArenaCore {
                 kind,
+                id: NEXT_ID.fetch_add(1, Relaxed),
+                epoch: core::sync::atomic::AtomicU64::new(
+                    if config.retention_cap < MIN_CAP_FOR_CACHE {
+                        NO_CACHE
+                    } else {
+                        0
+                    },
+                ),
                 handles: AtomicUsize::new(1),
+                live_mirror: core::sync::atomic::AtomicUsize::new(0),
+                clock_mirror: core::sync::atomic::AtomicU64::new(0),
                 state: SpinLock::new(ArenaState::new(config)),
                 os: OsCounters::new(),
                 pattern_on: config.pattern && kind == ArenaKind::Execution,
@@ -412,15 +603,19 @@ impl Drop for CoreHandle {
         if self.pattern_on {
             self.pattern_end();
         }
-        let dead = {
-            let mut st = self.lock();
-            st.orphaned = true;
-            st.stats.live_buffers == 0
-        };
-        if dead {
-            // SAFETY: the last handle is going and no buffer is live; the
-            // decision was taken under the lock.
-            unsafe { ArenaCore::destroy(self.0) };
+        // SAFETY: this handle keeps the body alive until the call; it is not
+        // used afterwards.
+        unsafe {
+            ArenaCore::locked_last_out(self.0, |st, core| {
+                tcache::flush_own(st, core);
+                st.orphaned = true;
+                let e = core.epoch.load(Relaxed);
+                core.epoch.store(e | ORPHANED, Relaxed);
+                if st.cached_bytes > 0 || !st.caches.is_empty() {
+                    // Other threads' caches may hold its buffers.
+                    tcache::note_orphaned();
+                }
+            })
         }
     }
 }

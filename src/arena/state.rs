@@ -7,12 +7,14 @@ use super::blocks::{BlockState, BlockTable, List, NIL};
 use super::config::ArenaConfig;
 use super::owners::{self, Owner};
 use super::pins::PinTable;
+use super::tcache::Cache;
 use super::warm::WarmSets;
 use crate::os::{self, OsCounters};
 use crate::size_class::CLASS_COUNT;
 use crate::stats::ArenaStats;
 use core::hash::{BuildHasherDefault, Hasher};
 use core::ptr::NonNull;
+use core::sync::atomic::Ordering::Relaxed;
 use std::collections::HashMap;
 
 /// A hasher for buffer addresses: they are distinct and 16-byte aligned, so
@@ -114,6 +116,42 @@ pub(crate) struct ArenaState {
     pub owner: Owner,
     /// Pattern mode's patterns and run (`None` when it is off).
     pub pattern: Option<Box<super::pattern::PatternSet>>,
+    /// The thread caches registered with this arena (`tcache`).
+    pub caches: CacheList,
+    /// Bytes of buffers in thread caches, as the caches last published
+    /// them: the arena counts them live, its peak does not.
+    pub cached_bytes: usize,
+    /// Frees the arena performed for cache flushes (already counted as
+    /// frees by the caches).
+    pub cache_flushed: u64,
+    /// Frees counted by caches that are gone.
+    pub absorbed_frees: u64,
+    /// The highest peak of caches that are gone.
+    pub peak_absorbed: usize,
+    /// The epoch set by the latest `trim`: a cache that has not seen it
+    /// releases what it gives back.
+    pub trim_epoch: u64,
+}
+
+/// Registered thread caches (`tcache::Cache`), by pointer.
+#[derive(Default)]
+pub(crate) struct CacheList(pub Vec<NonNull<Cache>>);
+
+// SAFETY: the list is only used under the arena lock; the caches it names
+// are `Sync` and their freeing is settled by `tcache::link`.
+unsafe impl Send for CacheList {}
+
+impl core::ops::Deref for CacheList {
+    type Target = Vec<NonNull<Cache>>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl core::ops::DerefMut for CacheList {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
 }
 
 impl ArenaState {
@@ -142,6 +180,12 @@ impl ArenaState {
             orphaned: false,
             owner: Owner::NONE,
             pattern: None,
+            caches: CacheList::default(),
+            cached_bytes: 0,
+            cache_flushed: 0,
+            absorbed_frees: 0,
+            peak_absorbed: 0,
+            trim_epoch: 0,
         }
     }
 
@@ -180,8 +224,27 @@ impl ArenaState {
     pub(crate) fn note_live(&mut self, cap: usize) {
         self.stats.live_bytes += cap;
         self.stats.live_buffers += 1;
+        // Buffers in thread caches count as live to the arena, not to its
+        // peak: the sum over caches is taken only when a peak is possible.
         if self.stats.live_bytes > self.stats.peak_live_bytes {
-            self.stats.peak_live_bytes = self.stats.live_bytes;
+            self.note_peak();
+        }
+    }
+
+    /// Live bytes less every thread cache's held bytes (their current
+    /// counters), as the peak if higher.
+    #[cold]
+    #[inline(never)]
+    fn note_peak(&mut self) {
+        let mut live = self.stats.live_bytes;
+        for c in self.caches.iter() {
+            // SAFETY: registered caches stay allocated while registered
+            // (see `tcache::ArenaState::sweep_caches`).
+            let held = unsafe { c.as_ref() }.counters.held_bytes.load(Relaxed);
+            live = live.saturating_sub(held);
+        }
+        if live > self.stats.peak_live_bytes {
+            self.stats.peak_live_bytes = live;
         }
     }
 

@@ -257,3 +257,25 @@ fn foreign_pointers_given_to_the_allocator_api_change_nothing() {
     unsafe { Allocator::deallocate(&other, p, l) };
     assert_eq!(other.stats().live_buffers, 0);
 }
+
+#[test]
+fn the_invariants_hold_through_a_mixed_sequence() {
+    let a = arena();
+    let mut live = vec![];
+    for k in 0..300usize {
+        let size = [24, 100, 3000, 70 << 10, 1 << 20, 3 << 20][k % 6] + k;
+        live.push(a.allocate(size, 1 << (k % 7)).unwrap());
+        if k % 3 == 0 {
+            live.swap_remove(k * 7 % live.len());
+        }
+        if k % 50 == 49 {
+            a.set_retention_cap(if k % 100 == 49 { 1 << 20 } else { usize::MAX });
+        }
+        if k % 97 == 96 {
+            a.trim();
+        }
+        assert_eq!(a.check_invariants(), Ok(()), "step {k}");
+    }
+    drop(live);
+    assert_eq!(a.check_invariants(), Ok(()));
+}

@@ -73,6 +73,27 @@ impl WarmSets {
         self.hot[c]
     }
 
+    /// Adds retained block `i` of class `c` at its place in free order by
+    /// its `freed_at` stamp (a buffer a thread cache gives back late):
+    /// usually the newest, else walked back from the newest.
+    pub(crate) fn insert_by_stamp(&mut self, table: &mut BlockTable, c: Class, i: u32) {
+        let at = |t: &BlockTable, k: u32| t.get(k).map_or(0, |b| b.freed_at);
+        let stamp = at(table, i);
+        let hot = self.hot[c];
+        if hot == NIL || at(table, hot) <= stamp {
+            self.push(table, c, i);
+            return;
+        }
+        // Older than the hot slot: into the list, after the newest entry
+        // that is not newer than it.
+        let list = &mut self.older[c];
+        let mut after = list.tail;
+        while after != NIL && at(table, after) > stamp {
+            after = table.get(after).map_or(NIL, |b| b.prev);
+        }
+        table.insert_after(list, after, i);
+    }
+
     /// The least recently freed buffer of class `c` (`NIL` when none).
     pub(crate) fn oldest(&self, c: Class) -> u32 {
         let list = &self.older[c];
@@ -81,6 +102,20 @@ impl WarmSets {
         } else {
             list.head
         }
+    }
+
+    /// Every retained block of class `c`, oldest first (for `check`).
+    pub(crate) fn in_order(&self, table: &BlockTable, c: Class) -> Vec<u32> {
+        let mut out = vec![];
+        let mut i = self.older[c].head;
+        while i != NIL && out.len() <= table.len() {
+            out.push(i);
+            i = table.get(i).map_or(NIL, |b| b.next);
+        }
+        if self.hot[c] != NIL {
+            out.push(self.hot[c]);
+        }
+        out
     }
 
     /// Removes retained block `i` of class `c`, wherever it is in the order.

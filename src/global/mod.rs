@@ -431,7 +431,7 @@ impl<B: GlobalAlloc> ScopedGlobal<B> {
     /// `owner` is the registered owner of `ptr`'s granule and `ptr` is a live
     /// buffer of it.
     #[inline(never)]
-    unsafe fn arena_dealloc(&self, owner: Owner, ptr: *mut u8, size: usize) {
+    unsafe fn arena_dealloc(&self, owner: Owner, small: Option<usize>, ptr: *mut u8, size: usize) {
         let this = owner.0.cast::<ArenaCore>();
         let (count, bytes) = if scope::current() == this {
             (Counter::ReturnedInScope, Counter::ReturnedInScopeBytes)
@@ -441,7 +441,7 @@ impl<B: GlobalAlloc> ScopedGlobal<B> {
         // SAFETY: a registered owner is a live body's original pointer: the
         // buffer at `ptr` is live, so its arena is. A pointer that is not a live
         // buffer start (a caller's bug) changes nothing.
-        unsafe { ArenaCore::free_by_addr(NonNull::new_unchecked(this), ptr as usize) };
+        unsafe { ArenaCore::free_by_addr(NonNull::new_unchecked(this), ptr as usize, small) };
         stats::note(count, Some((bytes, size)));
     }
 
@@ -451,6 +451,7 @@ impl<B: GlobalAlloc> ScopedGlobal<B> {
     unsafe fn arena_realloc(
         &self,
         owner: Owner,
+        small: Option<usize>,
         ptr: *mut u8,
         layout: Layout,
         new_size: usize,
@@ -459,8 +460,13 @@ impl<B: GlobalAlloc> ScopedGlobal<B> {
         let addr = ptr as usize;
         // SAFETY: `ptr` is a live buffer of this arena, so the body is alive.
         let arena = unsafe { &*this };
-        let Some((_, cap)) = arena.live_block_at(addr) else {
-            return core::ptr::null_mut();
+        // A small buffer's capacity is its run's class; others are looked up.
+        let cap = match small {
+            Some(c) => crate::size_class::capacity(c),
+            None => match arena.live_block_at(addr) {
+                Some((_, cap)) => cap,
+                None => return core::ptr::null_mut(),
+            },
         };
         if new_size <= cap {
             stats::note(Counter::ReallocInPlace, None);
@@ -480,7 +486,7 @@ impl<B: GlobalAlloc> ScopedGlobal<B> {
         arena.note_copy(keep);
         stats::note(Counter::ReallocMoved, None);
         // SAFETY: as in `arena_dealloc`; `arena` is not used after this.
-        unsafe { self.arena_dealloc(owner, ptr, layout.size()) };
+        unsafe { self.arena_dealloc(owner, small, ptr, layout.size()) };
         fresh
     }
 }
@@ -515,24 +521,24 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for ScopedGlobal<B> {
 
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        let owner = owners::lookup(ptr as usize);
+        let (owner, small) = owners::lookup_small(ptr as usize);
         if owner == Owner::NONE {
             // SAFETY: not arena memory, so it came from the backing allocator.
             return unsafe { self.backing.dealloc(ptr, layout) };
         }
         // SAFETY: `ptr` is a live allocation (caller) in `owner`'s granule.
-        unsafe { self.arena_dealloc(owner, ptr, layout.size()) }
+        unsafe { self.arena_dealloc(owner, small, ptr, layout.size()) }
     }
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let owner = owners::lookup(ptr as usize);
+        let (owner, small) = owners::lookup_small(ptr as usize);
         if owner == Owner::NONE {
             // SAFETY: not arena memory, so it came from the backing allocator.
             return unsafe { self.backing.realloc(ptr, layout, new_size) };
         }
         // SAFETY: forwarded contract; `owner` owns `ptr`'s granule.
-        unsafe { self.arena_realloc(owner, ptr, layout, new_size) }
+        unsafe { self.arena_realloc(owner, small, ptr, layout, new_size) }
     }
 }
 

@@ -161,8 +161,9 @@ impl Drop for Allocation {
     fn drop(&mut self) {
         // SAFETY: the body is alive while this buffer is live; it is not
         // used after this call.
-        let returned =
-            unsafe { ArenaCore::free(self.core, self.block, self.ptr.as_ptr() as usize) };
+        let returned = unsafe {
+            ArenaCore::free_sized(self.core, self.block, self.ptr.as_ptr() as usize, self.cap)
+        };
         debug_assert!(returned, "a live allocation's block was not live");
     }
 }

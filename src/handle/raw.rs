@@ -63,13 +63,13 @@ impl Allocation {
 /// If `ptr` is in arena memory it must be a raw buffer not yet freed (or
 /// not a buffer start at all); no one may use the buffer afterwards.
 pub unsafe fn free_raw(ptr: *mut u8) -> bool {
-    let owner = owners::lookup(ptr as usize);
+    let (owner, small) = owners::lookup_small(ptr as usize);
     let Some(core) = NonNull::new(owner.0.cast::<ArenaCore>()) else {
         return false;
     };
     // SAFETY: a registered owner is a live body's original pointer: a live
     // raw buffer at `ptr` keeps it alive until this call returns it.
-    unsafe { ArenaCore::free_by_addr(core, ptr as usize) };
+    unsafe { ArenaCore::free_by_addr(core, ptr as usize, small) };
     true
 }
 

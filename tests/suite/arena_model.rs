@@ -69,6 +69,7 @@ fn run_ops(ops: Vec<Op>) -> Result<(), TestCaseError> {
             }
         }
         model.check(&arena.stats(), "execution");
+        prop_assert_eq!(arena.check_invariants(), Ok(()));
         prop_assert_eq!(model.live_buffers, live.len());
         // No two live buffers overlap.
         let mut spans: Vec<(usize, usize)> = live

@@ -1,0 +1,161 @@
+//! One size class's bounded stack of free buffers in a thread cache: the
+//! newest on top (handed out first, most likely still in cache), the oldest
+//! at the bottom (the ones a flush gives back). Pure bookkeeping over plain
+//! values: no atomics, no unsafe, so Miri and unit tests cover it whole.
+//!
+//! The entries live in the cache, not threaded through the free buffers: a
+//! push or pop touches one slot of a line the thread just used, where a list
+//! through the buffers would read the freed buffer's first line (a miss for
+//! a buffer freed long ago, and a write into memory a flush may release).
+
+/// Most entries a bin holds, whatever its class.
+pub(crate) const BIN_SLOTS: usize = 32;
+
+/// Bytes a bin may hold: larger classes hold fewer entries (at least one).
+pub(crate) const BIN_BYTES: usize = 128 << 10;
+
+/// One cached free buffer: its address and its block record (or
+/// `blocks::NIL` when the freeing path knew only the address).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Slot {
+    pub addr: usize,
+    pub block: u32,
+    /// When its user freed it, in the arena's free order (`release.rs`).
+    pub stamp: u64,
+}
+
+const EMPTY: Slot = Slot {
+    addr: 0,
+    block: 0,
+    stamp: 0,
+};
+
+/// A bounded stack of free buffers of one class.
+#[derive(Debug)]
+pub(crate) struct Bin {
+    len: u32,
+    limit: u32,
+    slots: [Slot; BIN_SLOTS],
+}
+
+/// How many buffers of capacity `cap` a bin holds.
+pub(crate) const fn limit_for(cap: usize) -> u32 {
+    let n = BIN_BYTES / cap;
+    if n == 0 {
+        1
+    } else if n > BIN_SLOTS {
+        BIN_SLOTS as u32
+    } else {
+        n as u32
+    }
+}
+
+impl Bin {
+    pub(crate) const fn new(cap: usize) -> Self {
+        Bin {
+            len: 0,
+            limit: limit_for(cap),
+            slots: [EMPTY; BIN_SLOTS],
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// How many entries a refill or a flush moves at once: half the bin.
+    #[inline]
+    pub(crate) fn batch(&self) -> usize {
+        (self.limit as usize).div_ceil(2)
+    }
+
+    /// The newest entry, if any.
+    #[inline(always)]
+    pub(crate) fn pop(&mut self) -> Option<Slot> {
+        let n = self.len.checked_sub(1)?;
+        self.len = n;
+        // `n < len <= BIN_SLOTS`: the index is in bounds.
+        self.slots.get(n as usize).copied()
+    }
+
+    /// Adds `s` as the newest entry; `false` (and no change) when full.
+    #[inline(always)]
+    pub(crate) fn push(&mut self, s: Slot) -> bool {
+        if self.len >= self.limit {
+            return false;
+        }
+        if let Some(e) = self.slots.get_mut(self.len as usize) {
+            *e = s;
+            self.len += 1;
+            return true;
+        }
+        false
+    }
+
+    /// Removes the `n` oldest entries (all when fewer), handing each to
+    /// `f` oldest first; the rest move down, keeping their order.
+    pub(crate) fn drain_oldest(&mut self, n: usize, mut f: impl FnMut(Slot)) {
+        let len = self.len as usize;
+        let n = n.min(len);
+        for s in &self.slots[..n] {
+            f(*s);
+        }
+        self.slots.copy_within(n..len, 0);
+        self.len = (len - n) as u32;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(k: usize) -> Slot {
+        Slot {
+            addr: 4096 * (k + 1),
+            block: k as u32,
+            stamp: k as u64,
+        }
+    }
+
+    #[test]
+    fn limits_follow_capacity() {
+        assert_eq!(limit_for(16), BIN_SLOTS as u32);
+        assert_eq!(limit_for(4096), 32);
+        assert_eq!(limit_for(16 << 10), 8);
+        assert_eq!(limit_for(48 << 10), 2);
+        assert_eq!(Bin::new(16 << 10).batch(), 4);
+        assert_eq!(Bin::new(48 << 10).batch(), 1);
+    }
+
+    #[test]
+    fn behaves_as_a_bounded_stack_with_oldest_first_drain() {
+        let mut b = Bin::new(16 << 10);
+        let mut model: Vec<Slot> = vec![];
+        // A scripted mix of pushes, pops and drains against a Vec.
+        for step in 0..200usize {
+            match (step * 7 + step / 5) % 6 {
+                0..=2 => {
+                    let ok = b.push(s(step));
+                    assert_eq!(ok, model.len() < 8, "step {step}");
+                    if ok {
+                        model.push(s(step));
+                    }
+                }
+                3 | 4 => assert_eq!(b.pop(), model.pop(), "step {step}"),
+                _ => {
+                    let n = step % 4;
+                    let mut got = vec![];
+                    b.drain_oldest(n, |x| got.push(x));
+                    let k = n.min(model.len());
+                    assert_eq!(got, model.drain(..k).collect::<Vec<_>>(), "step {step}");
+                }
+            }
+            assert_eq!(b.len(), model.len());
+        }
+        let mut rest = vec![];
+        b.drain_oldest(usize::MAX, |x| rest.push(x));
+        assert_eq!(rest, model);
+        assert_eq!(b.pop(), None);
+    }
+}

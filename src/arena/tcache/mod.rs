@@ -1,0 +1,681 @@
+//! The per-thread front end of the arenas: each thread keeps, per arena it
+//! uses, a small cache of free buffers of the small classes (capacities
+//! below [`CARVE_LIMIT`]), so the common allocate and free take no lock and
+//! no shared atomic read-modify-write.
+//!
+//! Design (after jemalloc's tcache, with mimalloc's address arithmetic):
+//! - A cache is a bounded stack per class (`bin.rs`). A hit is a pop or a
+//!   push and a few owner-only counter stores. An empty bin is refilled with
+//!   half a bin's worth of the class's retained buffers under one lock
+//!   acquisition; a full one gives its oldest half back the same way.
+//! - A buffer belongs to the arena, not to a thread: a buffer freed on
+//!   another thread goes into *that* thread's cache (no remote list, no
+//!   message, no lock convoy), and any thread's flush returns it.
+//! - Finding the class of a small buffer from its address alone (the
+//!   scoped global allocator and allocator-api2 frees) is arithmetic: the
+//!   owner table (`owners.rs`) tags each run's granules with the run's
+//!   class, so one lookup gives both the arena and the class.
+//! - The arena sees cached buffers as live (so they keep its body alive)
+//!   and `stats()` moves them from live to retained by summing the caches'
+//!   counters; see [`super::shared::ArenaCore::stats`] for what a reader
+//!   sees while other threads run.
+//! - The arena's *epoch* word (read with one relaxed load per operation)
+//!   tells caches to give everything back: `trim` and `set_retention_cap`
+//!   advance it, an orphaned arena or a cap below [`MIN_CAP_FOR_CACHE`]
+//!   sets a flag that turns caching off. A thread honours it at its next
+//!   operation on that arena; `trim` gives back the calling thread's own
+//!   cache at once.
+//! - A thread's caches are flushed when it exits (a thread-local
+//!   destructor). Who frees a cache's memory, the thread or the arena, is
+//!   settled by `link.rs`.
+//!
+//! Under `cfg(loom)` the front end is off (every call answers "not
+//! handled"), so the loom models of the arena lifetime see the shared path
+//! they were written for; `link.rs` has its own model.
+
+mod bin;
+mod link;
+#[cfg(all(test, not(loom)))]
+mod tests;
+
+use self::bin::{Bin, Slot};
+use self::link::Link;
+use super::blocks::NIL;
+use super::release::STAMP_SEQ_BITS;
+use super::shared::ArenaCore;
+use super::state::{ArenaState, Grant};
+use super::{metadata, CARVE_LIMIT};
+use crate::size_class::{capacity, class_of_classed, Class, MIN_CAPACITY};
+use core::cell::{Cell, UnsafeCell};
+use core::ptr::{null_mut, NonNull};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+
+/// The classes a thread caches: every class whose capacity is below
+/// [`CARVE_LIMIT`] (the run-carved ones).
+pub(crate) const SMALL_CLASSES: usize = class_of_classed(CARVE_LIMIT);
+
+/// Epoch flag: every handle is gone; frees go straight to the arena.
+pub(crate) const ORPHANED: u64 = 1;
+/// Epoch flag: the retention cap is too small for caching.
+pub(crate) const NO_CACHE: u64 = 2;
+/// The epoch's counting step (above the flags).
+pub(crate) const EPOCH_STEP: u64 = 4;
+/// Retention caps below this turn the front end off for the arena, so the
+/// cap keeps bounding every retained byte exactly as before (a thread's
+/// cache holds up to `BIN_BYTES` per class).
+pub(crate) const MIN_CAP_FOR_CACHE: usize = 64 << 20;
+
+/// Arenas one thread caches for at once; a thread using more arenas serves
+/// the extra ones through the shared path.
+const SLOTS: usize = 8;
+
+/// Bumped when an arena is orphaned while buffers of it may sit in caches:
+/// threads then flush such caches at their next slow path.
+static RECLAIM: AtomicU64 = AtomicU64::new(0);
+
+/// The counters a cache's thread writes (plain loads and stores: one
+/// writer) and the arena sums under its lock.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub held_bytes: AtomicUsize,
+    pub held_buffers: AtomicUsize,
+    pub frees: AtomicU64,
+    pub peak: AtomicUsize,
+}
+
+/// What only the cache's thread touches.
+struct Own {
+    /// The arena epoch this cache has honoured.
+    seen: u64,
+    /// Held bytes as last added to the arena's `cached_bytes`.
+    published: usize,
+    held_bytes: usize,
+    held_buffers: usize,
+    frees: u64,
+    /// The sequence part of this cache's free stamps.
+    seq: u64,
+    bins: [Bin; SMALL_CLASSES],
+}
+
+/// One thread's cache for one arena.
+pub(crate) struct Cache {
+    /// The arena body's original pointer (from `ArenaState::owner`).
+    core: *const ArenaCore,
+    id: u64,
+    pub(crate) link: Link,
+    pub(crate) counters: Counters,
+    own: UnsafeCell<Own>,
+}
+
+// SAFETY: the arena reads a cache's atomics and link from other threads;
+// `own` is only touched by the cache's thread (or by whoever frees the cache
+// once both sides have left, see `link.rs`).
+unsafe impl Sync for Cache {}
+// SAFETY: as above.
+unsafe impl Send for Cache {}
+
+impl Cache {
+    /// A cache for `core`, whose original body pointer (`ArenaState::owner`,
+    /// from `Box::into_raw`: the provenance a destroy needs) is `body`.
+    fn new(core: &ArenaCore, body: *const ArenaCore) -> Box<Cache> {
+        let _m = metadata::enter();
+        let mut bins = [const { Bin::new(MIN_CAPACITY) }; SMALL_CLASSES];
+        for (c, b) in bins.iter_mut().enumerate() {
+            *b = Bin::new(capacity(c));
+        }
+        Box::new(Cache {
+            core: body,
+            id: core.id,
+            link: Link::new(),
+            counters: Counters::default(),
+            own: UnsafeCell::new(Own {
+                seen: u64::MAX,
+                published: 0,
+                held_bytes: 0,
+                held_buffers: 0,
+                frees: 0,
+                seq: 0,
+                bins,
+            }),
+        })
+    }
+
+    /// # Safety
+    /// Only the cache's thread may call this, and not while another borrow
+    /// from it is alive.
+    #[allow(clippy::mut_from_ref)]
+    #[inline(always)]
+    unsafe fn own(&self) -> &mut Own {
+        // SAFETY: the caller's contract.
+        unsafe { &mut *self.own.get() }
+    }
+
+    #[inline(always)]
+    fn store_counters(&self, o: &Own) {
+        self.counters.held_bytes.store(o.held_bytes, Relaxed);
+        self.counters.held_buffers.store(o.held_buffers, Relaxed);
+    }
+
+    /// Frees a cache whose thread and arena have both let go.
+    ///
+    /// # Safety
+    /// `c` came from `Box::into_raw` and nothing refers to it any more.
+    pub(crate) unsafe fn free(c: NonNull<Cache>) {
+        let _m = metadata::enter();
+        // SAFETY: the caller's contract.
+        drop(unsafe { Box::from_raw(c.as_ptr()) });
+    }
+}
+
+/// Publishes this cache's held bytes into the arena's total (under its
+/// lock), so the arena's peak tracking sees them as not live.
+fn publish(st: &mut ArenaState, o: &mut Own) {
+    st.cached_bytes = st.cached_bytes - o.published + o.held_bytes;
+    o.published = o.held_bytes;
+}
+
+/// The thread's caches (owned; flushed when the thread exits).
+struct Front {
+    slots: [Cell<*mut Cache>; SLOTS],
+    reclaim_seen: Cell<u64>,
+}
+
+impl Drop for Front {
+    fn drop(&mut self) {
+        let _ = LAST.try_with(|l| l.set(null_mut()));
+        for s in &self.slots {
+            if let Some(c) = NonNull::new(s.replace(null_mut())) {
+                // SAFETY: slots hold caches this thread made and still owns.
+                unsafe { leave(c) };
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// The cache used last: the fast path's one thread-local load. Cleared
+    /// before the cache it points to is freed. No destructor, so it reads
+    /// as null (slow path, then shared path) during thread exit.
+    static LAST: Cell<*mut Cache> = const { Cell::new(null_mut()) };
+    static FRONT: Front = const {
+        Front {
+            slots: [const { Cell::new(null_mut()) }; SLOTS],
+            reclaim_seen: Cell::new(0),
+        }
+    };
+}
+
+/// This thread's cache for `core`, if the fast path may use it now.
+#[inline(always)]
+fn fast_cache(core: &ArenaCore) -> Option<&Cache> {
+    if cfg!(loom) {
+        return None;
+    }
+    let p = LAST.try_with(Cell::get).ok()?;
+    // SAFETY: LAST is null or a cache this thread owns and has not freed.
+    let c = unsafe { p.as_ref()? };
+    if !core::ptr::eq(c.core, core) || c.id != core.id {
+        return None;
+    }
+    // SAFETY: this thread's own cache, no other borrow of `own` alive.
+    let seen = unsafe { (*c.own.get()).seen };
+    (core.epoch.load(Relaxed) == seen).then_some(c)
+}
+
+/// A buffer of small class `c` (aligned for `align`) from this thread's
+/// cache: its address, block and capacity (a larger class's when this
+/// cache's best fit is larger), or address 0 when the shared path must
+/// serve it. The caller builds its grant in registers: an `Option<Grant>`
+/// repacked into a `Result` went through the stack with mismatched store
+/// and load widths, a stall that cost more than the whole hit.
+#[inline(always)]
+pub(crate) fn allocate_parts(core: &ArenaCore, c: Class) -> (usize, u32, usize) {
+    if let Some(cache) = fast_cache(core) {
+        // SAFETY: this thread's cache; the borrow ends within this block.
+        let o = unsafe { cache.own() };
+        if let Some(s) = o.bins[c].pop() {
+            let g = take(core, cache, o, s, c);
+            return (g.ptr.as_ptr() as usize, g.block, g.cap);
+        }
+    }
+    match allocate_slow(core, c) {
+        Some(g) => (g.ptr.as_ptr() as usize, g.block, g.cap),
+        None => (0, NIL, 0),
+    }
+}
+
+/// A hit: the counters move the buffer from held to live.
+#[inline(always)]
+fn take(core: &ArenaCore, cache: &Cache, o: &mut Own, s: Slot, c: Class) -> Grant {
+    let cap = capacity(c);
+    o.held_bytes -= cap;
+    o.held_buffers -= 1;
+    cache.store_counters(o);
+    // Live bytes now: the arena's (less what caches published) less what
+    // this cache holds beyond what it published. Exact on one thread.
+    let live = core
+        .live_mirror
+        .load(Relaxed)
+        .wrapping_add(o.published)
+        .wrapping_sub(o.held_bytes);
+    if (live as isize) >= 0 && live > cache.counters.peak.load(Relaxed) {
+        cache.counters.peak.store(live, Relaxed);
+    }
+    Grant {
+        // SAFETY: cached addresses are buffers the arena carved: never null.
+        ptr: unsafe { NonNull::new_unchecked(s.addr as *mut u8) },
+        cap,
+        block: s.block,
+        fresh: false,
+        warm: true,
+    }
+}
+
+/// Returns a small buffer of class `c` into this thread's cache; `false`
+/// when the shared path must take it.
+#[inline(always)]
+pub(crate) fn free(core: &ArenaCore, c: Class, addr: usize, block: u32) -> bool {
+    if let Some(cache) = fast_cache(core) {
+        // SAFETY: this thread's cache; the borrow ends within this block.
+        let o = unsafe { cache.own() };
+        let stamp = stamp(core, o);
+        if o.bins[c].push(Slot { addr, block, stamp }) {
+            put(cache, o, c);
+            return true;
+        }
+    }
+    free_slow(core, c, addr, block)
+}
+
+/// A free's place in the arena's free order: the free count the arena
+/// had at its last unlock, then this cache's own sequence (exact on one
+/// thread: its last unlock was this thread's).
+#[inline(always)]
+fn stamp(core: &ArenaCore, o: &mut Own) -> u64 {
+    // Wraps after 2^24 cached frees between two arena frees: order among
+    // those is then approximate, nothing else.
+    o.seq = (o.seq + 1) & ((1 << STAMP_SEQ_BITS) - 1);
+    (core.clock_mirror.load(Relaxed) << STAMP_SEQ_BITS) | o.seq
+}
+
+#[inline(always)]
+fn put(cache: &Cache, o: &mut Own, c: Class) {
+    o.held_bytes += capacity(c);
+    o.held_buffers += 1;
+    o.frees += 1;
+    cache.store_counters(o);
+    cache.counters.frees.store(o.frees, Relaxed);
+}
+
+/// This thread's usable cache for `core` (made and registered if need be),
+/// with the epoch honoured; `None` when the arena must serve directly. The
+/// caller holds a handle or a live buffer of `core`, so a flush here never
+/// empties an orphaned arena.
+fn ready_cache(core: &ArenaCore) -> Option<&Cache> {
+    if cfg!(loom) {
+        return None;
+    }
+    let _m = metadata::enter();
+    let p = FRONT.try_with(|f| find_or_make(f, core)).ok()??;
+    // SAFETY: the cache lives until this thread frees it (not before the
+    // end of this call) or the arena frees it (only after this thread left).
+    let cache = unsafe { &*p };
+    // SAFETY: this thread's cache; no other borrow of `own` is alive.
+    let o = unsafe { cache.own() };
+    let e = core.epoch.load(Relaxed);
+    if e != o.seen {
+        let mut st = core.lock();
+        publish(&mut st, o);
+        let trim = st.trim_epoch > o.seen;
+        flush(&mut st, core, o, usize::MAX, trim);
+        cache.store_counters(o);
+        // Re-read under the lock: the epoch only moves under it.
+        let e = core.epoch.load(Relaxed);
+        if e & (ORPHANED | NO_CACHE) != 0 {
+            // Caching is off: serve directly (the flush above emptied the
+            // cache; the buffer the caller holds keeps the arena alive).
+            return None;
+        }
+        o.seen = e;
+    }
+    let _ = LAST.try_with(|l| l.set(p));
+    Some(cache)
+}
+
+/// Gives back up to `n` of the oldest buffers of every bin (`usize::MAX`:
+/// all) to the arena, under its lock; with `trim`, their pages go too.
+fn flush(st: &mut ArenaState, core: &ArenaCore, o: &mut Own, n: usize, trim: bool) {
+    for c in 0..SMALL_CLASSES {
+        if o.bins[c].len() > 0 {
+            give_back(st, core, o, c, n, trim);
+        }
+    }
+}
+
+/// Gives back the `n` oldest buffers of bin `c`.
+fn give_back(st: &mut ArenaState, core: &ArenaCore, o: &mut Own, c: Class, n: usize, trim: bool) {
+    let cap = capacity(c);
+    let mut moved = 0usize;
+    o.bins[c].drain_oldest(n, |s| {
+        moved += 1;
+        let i = st.free_cached(s.block, s.addr, s.stamp);
+        debug_assert!(i != NIL, "a cached buffer was not live");
+        if trim && i != NIL {
+            let bytes = st.evict(i, &core.os);
+            st.stats.trimmed_bytes += bytes;
+        }
+    });
+    o.held_bytes -= moved * cap;
+    o.held_buffers -= moved;
+    st.cache_flushed += moved as u64;
+    st.cached_bytes -= moved * cap;
+    o.published -= moved * cap;
+}
+
+#[cold]
+#[inline(never)]
+fn allocate_slow(core: &ArenaCore, c: Class) -> Option<Grant> {
+    let cache = ready_cache(core)?;
+    // SAFETY: this thread's cache; no other borrow of `own` is alive.
+    let o = unsafe { cache.own() };
+    if let Some(s) = o.bins[c].pop() {
+        return Some(take(core, cache, o, s, c));
+    }
+    let mut st = core.lock();
+    publish(&mut st, o);
+    // Refill with the class's own retained buffers, newest first.
+    let cap = capacity(c);
+    let batch = o.bins[c].batch();
+    let mut got = 0;
+    while got < batch && st.warm.has(c) {
+        st.cached_bytes += cap;
+        // Size 0: nothing to materialize (a small block's tail never
+        // starts a page a larger request of its class would touch).
+        let Some(g) = st.take_exact(c, 0, MIN_CAPACITY, &core.os) else {
+            st.cached_bytes -= cap;
+            break;
+        };
+        o.published += cap;
+        o.held_bytes += cap;
+        o.held_buffers += 1;
+        got += 1;
+        // It keeps its place in free order should it go back unused.
+        let stamp = st.table.get(g.block).map_or(0, |b| b.freed_at);
+        let pushed = o.bins[c].push(Slot {
+            addr: g.ptr.as_ptr() as usize,
+            block: g.block,
+            stamp,
+        });
+        debug_assert!(pushed, "an empty bin holds a batch");
+    }
+    // The refill is in free order oldest-first on the arena side; the bin
+    // hands out its top (the last taken), which is fine: all are retained.
+    drop(st);
+    // Nothing of the class itself: the shared path serves it (a new buffer
+    // of the class). Only the request's own class is reused, in the cache
+    // as in the arena (`reuse.rs`), so that a repeated workload holds the
+    // same buffers per class in every run and no warm run goes cold.
+    let s = o.bins[c].pop()?;
+    Some(take(core, cache, o, s, c))
+}
+
+#[cold]
+#[inline(never)]
+fn free_slow(core: &ArenaCore, c: Class, addr: usize, block: u32) -> bool {
+    let Some(cache) = ready_cache(core) else {
+        return false;
+    };
+    // SAFETY: this thread's cache; no other borrow of `own` is alive.
+    let o = unsafe { cache.own() };
+    let slot = Slot {
+        addr,
+        block,
+        stamp: stamp(core, o),
+    };
+    if !o.bins[c].push(slot) {
+        let mut st = core.lock();
+        publish(&mut st, o);
+        let n = o.bins[c].batch();
+        give_back(&mut st, core, o, c, n, false);
+        drop(st);
+        let pushed = o.bins[c].push(slot);
+        debug_assert!(pushed, "a flushed bin has room");
+    }
+    put(cache, o, c);
+    true
+}
+
+/// Whether every buffer of class `k` is aligned to `align`.
+#[inline(always)]
+pub(crate) fn serves(k: Class, align: usize) -> bool {
+    align <= MIN_CAPACITY || capacity(k) & (align - 1) == 0
+}
+
+/// Finds this thread's cache for `core` in `f`, or makes and registers one.
+fn find_or_make(f: &Front, core: &ArenaCore) -> Option<*mut Cache> {
+    reclaim_orphans(f);
+    let mut free_slot = None;
+    for (k, s) in f.slots.iter().enumerate() {
+        let p = s.get();
+        // SAFETY: slots hold caches this thread owns.
+        let Some(c) = (unsafe { p.as_ref() }) else {
+            free_slot.get_or_insert(k);
+            continue;
+        };
+        if c.link.arena_left() {
+            s.set(null_mut());
+            forget_last(p);
+            if c.link.thread_leaves() {
+                // SAFETY: both sides left; the slot no longer names it; `p`
+                // is the pointer `Box::into_raw` gave.
+                unsafe { Cache::free(NonNull::new_unchecked(p)) };
+            }
+            free_slot.get_or_insert(k);
+            continue;
+        }
+        if core::ptr::eq(c.core, core) && c.id == core.id {
+            return Some(p);
+        }
+    }
+    let k = free_slot?;
+    let cache;
+    {
+        let mut st = core.lock();
+        cache = Box::into_raw(Cache::new(core, st.owner.0.cast_const().cast()));
+        st.sweep_caches();
+        if st.caches.try_reserve(1).is_err() {
+            drop(st);
+            // SAFETY: never shared.
+            unsafe { Cache::free(NonNull::new_unchecked(cache)) };
+            return None;
+        }
+        // SAFETY: `cache` is non-null (from Box::into_raw).
+        st.caches.push(unsafe { NonNull::new_unchecked(cache) });
+    }
+    f.slots[k].set(cache);
+    Some(cache)
+}
+
+fn forget_last(p: *mut Cache) {
+    let _ = LAST.try_with(|l| {
+        if l.get() == p {
+            l.set(null_mut())
+        }
+    });
+}
+
+/// Flushes this thread's non-empty caches of orphaned arenas (their
+/// buffers keep those arenas alive), when some arena was orphaned since.
+fn reclaim_orphans(f: &Front) {
+    let r = RECLAIM.load(Relaxed);
+    if r == f.reclaim_seen.get() {
+        return;
+    }
+    f.reclaim_seen.set(r);
+    for s in &f.slots {
+        let p = s.get();
+        // SAFETY: slots hold caches this thread owns.
+        let Some(c) = (unsafe { p.as_ref() }) else {
+            continue;
+        };
+        if c.counters.held_buffers.load(Relaxed) == 0 {
+            continue;
+        }
+        // SAFETY: a non-empty cache's buffers are live in its arena, so
+        // the body is alive.
+        let core = unsafe { &*c.core };
+        if core.epoch.load(Relaxed) & ORPHANED != 0 {
+            s.set(null_mut());
+            forget_last(p);
+            // SAFETY: this thread's cache, now out of its slot; `p` is the
+            // pointer `Box::into_raw` gave.
+            unsafe { leave(NonNull::new_unchecked(p)) };
+        }
+    }
+}
+
+/// This thread lets go of cache `c`: a non-empty cache is flushed and
+/// unregistered under its arena's lock (its buffers keep the arena alive)
+/// and freed; an empty one is left to the arena unless the arena left first.
+///
+/// # Safety
+/// `c` is a cache this thread made, out of every slot, used by nothing else
+/// on this thread afterwards.
+unsafe fn leave(c: NonNull<Cache>) {
+    // SAFETY: the caller's contract.
+    let cache = unsafe { c.as_ref() };
+    if cache.counters.held_buffers.load(Relaxed) == 0 {
+        if cache.link.thread_leaves() {
+            // SAFETY: both sides left.
+            unsafe { Cache::free(c) };
+        }
+        return;
+    }
+    // SAFETY: cached buffers are live in the arena: its body is alive.
+    let this = unsafe { NonNull::new_unchecked(cache.core as *mut ArenaCore) };
+    // SAFETY: this thread's cache.
+    let o = unsafe { cache.own() };
+    // SAFETY: the body is alive (above); `this` is not used after.
+    unsafe {
+        ArenaCore::locked_last_out(this, |st, core| {
+            publish(st, o);
+            let trim = st.trim_epoch > o.seen;
+            flush(st, core, o, usize::MAX, trim);
+            st.cached_bytes -= o.published;
+            st.absorbed_frees += o.frees;
+            st.caches.retain(|&p| p != c);
+        })
+    };
+    // SAFETY: unregistered, so the arena no longer refers to it.
+    unsafe { Cache::free(c) };
+}
+
+/// Marks that an arena was orphaned with buffers possibly in caches.
+pub(crate) fn note_orphaned() {
+    RECLAIM.fetch_add(1, Relaxed);
+}
+
+/// Gives back this thread's cache for `core` now (for `trim`, `reset_peak`
+/// and the last handle's drop), under the lock the caller holds.
+pub(crate) fn flush_own(st: &mut ArenaState, core: &ArenaCore) {
+    if cfg!(loom) {
+        return;
+    }
+    // The first touch of the thread-local may register its destructor,
+    // which may allocate: never through this arena, whose lock is held.
+    let _m = metadata::enter();
+    let Ok(Some(p)) = FRONT.try_with(|f| {
+        f.slots.iter().map(Cell::get).find(|&p| {
+            // SAFETY: slots hold caches this thread owns.
+            unsafe { p.as_ref() }.is_some_and(|c| core::ptr::eq(c.core, core) && c.id == core.id)
+        })
+    }) else {
+        return;
+    };
+    // SAFETY: this thread's cache, found in its slot; no other borrow alive.
+    let cache = unsafe { &*p };
+    // SAFETY: as above.
+    let o = unsafe { cache.own() };
+    publish(st, o);
+    flush(st, core, o, usize::MAX, false);
+    cache.store_counters(o);
+}
+
+/// The sum of the registered caches' counters (under the arena lock).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Totals {
+    pub held_bytes: usize,
+    pub held_buffers: usize,
+    pub frees: u64,
+    pub peak: usize,
+    /// Frees the arena performed for flushes (counted by the caches already).
+    pub flushed: u64,
+}
+
+impl ArenaState {
+    /// Frees the caches whose threads left (absorbing their counts).
+    pub(crate) fn sweep_caches(&mut self) {
+        let mut k = 0;
+        while k < self.caches.len() {
+            let p = self.caches[k];
+            // SAFETY: registered caches stay allocated until the arena
+            // frees them here or in `leave_caches`, or their thread
+            // unregisters them under this lock.
+            let c = unsafe { p.as_ref() };
+            if c.link.thread_left() {
+                // SAFETY: the thread left (acquire): the arena owns the cache.
+                let published = unsafe { (*c.own.get()).published };
+                self.cached_bytes -= published;
+                self.absorbed_frees += c.counters.frees.load(Relaxed);
+                self.peak_absorbed = self.peak_absorbed.max(c.counters.peak.load(Relaxed));
+                self.caches.swap_remove(k);
+                if c.link.arena_leaves() {
+                    // SAFETY: both sides left and it is unregistered.
+                    unsafe { Cache::free(p) };
+                }
+            } else {
+                k += 1;
+            }
+        }
+    }
+
+    /// The registered caches' counters, summed (sweeping departed ones).
+    pub(crate) fn cache_totals(&mut self) -> Totals {
+        self.sweep_caches();
+        let mut t = Totals::default();
+        for p in self.caches.iter() {
+            // SAFETY: see `sweep_caches`.
+            let c = unsafe { p.as_ref() };
+            t.held_bytes += c.counters.held_bytes.load(Relaxed);
+            t.held_buffers += c.counters.held_buffers.load(Relaxed);
+            t.frees += c.counters.frees.load(Relaxed);
+            t.peak = t.peak.max(c.counters.peak.load(Relaxed));
+        }
+        t.peak = t.peak.max(self.peak_absorbed);
+        t.frees += self.absorbed_frees;
+        t.flushed = self.cache_flushed;
+        t
+    }
+
+    /// Restarts the caches' peak tracking (a racing hit may still store
+    /// its own candidate afterwards).
+    pub(crate) fn reset_cache_peaks(&mut self) {
+        self.peak_absorbed = 0;
+        for p in self.caches.iter() {
+            // SAFETY: see `sweep_caches`.
+            unsafe { p.as_ref() }.counters.peak.store(0, Relaxed);
+        }
+    }
+
+    /// The arena goes: every cache is let go (each is empty: cached
+    /// buffers count as live). Those whose threads left are freed.
+    pub(crate) fn leave_caches(&mut self) {
+        for p in self.caches.drain(..) {
+            // SAFETY: see `sweep_caches`.
+            if unsafe { p.as_ref() }.link.arena_leaves() {
+                // SAFETY: both sides left.
+                unsafe { Cache::free(p) };
+            }
+        }
+    }
+}

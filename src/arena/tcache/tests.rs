@@ -1,0 +1,228 @@
+//! The front end against its promises: counts exact on one thread, frees
+//! on another thread, trim and the cap reaching other threads' caches,
+//! thread exit, and an arena dropped while other threads cache its buffers.
+
+use crate::arena::shared::destroyed;
+use crate::{ArenaConfig, ExecutionArena};
+use std::sync::{Arc, Barrier};
+
+fn arena() -> ExecutionArena {
+    ExecutionArena::with_config(ArenaConfig::default().huge_pages(false))
+}
+
+#[test]
+fn warm_small_pairs_hit_the_cache_and_count_exactly() {
+    let a = arena();
+    drop(a.allocate(100, 8).unwrap());
+    let before = a.stats();
+    for _ in 0..1000 {
+        let x = a.allocate(100, 8).unwrap();
+        assert!(x.served_warm());
+        drop(x);
+    }
+    let s = a.stats();
+    assert_eq!(s.cold_allocations, 1);
+    assert_eq!(s.warm_allocations, 1000);
+    assert_eq!(s.frees, 1001);
+    assert_eq!((s.live_bytes, s.live_buffers), (0, 0));
+    assert_eq!((s.retained_bytes, s.retained_buffers), (112, 1));
+    assert_eq!(s.os, before.os, "no system call while warm");
+    assert_eq!(s.peak_live_bytes, 112);
+    assert_eq!(a.check_invariants(), Ok(()));
+}
+
+#[test]
+fn buffers_freed_on_another_thread_come_back_and_count() {
+    let a = arena();
+    let bufs: Vec<_> = (0..200)
+        .map(|k| {
+            let mut b = a.allocate(16 + k * 7, 16).unwrap();
+            b.as_mut_slice().fill(k as u8);
+            b
+        })
+        .collect();
+    let cold = a.stats().cold_allocations;
+    // A joined thread (not a scoped one: a scope may end before the
+    // thread's thread-local destructors have run).
+    std::thread::spawn(move || {
+        for (k, b) in bufs.into_iter().enumerate() {
+            assert!(b.as_slice().iter().all(|&x| x == k as u8));
+            drop(b);
+        }
+    })
+    .join()
+    .unwrap();
+    // The other thread exited: its cache went back to the arena.
+    let s = a.stats();
+    assert_eq!((s.live_bytes, s.live_buffers), (0, 0));
+    assert_eq!(s.retained_buffers, 200);
+    assert_eq!(s.frees, 200);
+    // Served warm again here.
+    let again: Vec<_> = (0..200)
+        .map(|k| a.allocate(16 + k * 7, 16).unwrap())
+        .collect();
+    assert_eq!(a.stats().cold_allocations, cold);
+    drop(again);
+}
+
+#[test]
+fn trim_on_one_thread_returns_another_threads_cached_pages() {
+    let a = arena();
+    let step = Arc::new(Barrier::new(2));
+    let (a2, s2) = (a.clone(), Arc::clone(&step));
+    let t = std::thread::spawn(move || {
+        // A whole run's worth of 4 KiB buffers, freed into this thread's cache.
+        let bufs: Vec<_> = (0..16).map(|_| a2.allocate(4096, 64).unwrap()).collect();
+        drop(bufs);
+        s2.wait(); // cached here
+        s2.wait(); // trimmed there
+                   // The next operation honours the trim: everything cached goes.
+        drop(a2.allocate(64, 8).unwrap());
+        s2.wait();
+        s2.wait();
+    });
+    step.wait();
+    let s = a.stats();
+    assert_eq!(
+        s.retained_bytes,
+        16 * 4096,
+        "the cached buffers count as retained"
+    );
+    let releases = s.os.page_releases;
+    a.trim();
+    step.wait();
+    step.wait();
+    let s = a.stats();
+    assert_eq!(
+        s.retained_bytes, 64,
+        "only the 64 B buffer freed after the trim"
+    );
+    assert!(
+        s.os.page_releases > releases,
+        "the cached run's pages went back"
+    );
+    assert_eq!(s.trimmed_bytes, 16 * 4096);
+    step.wait();
+    t.join().unwrap();
+}
+
+#[test]
+fn a_small_cap_reaches_cached_buffers_and_turns_caching_off() {
+    let a = arena();
+    drop(
+        (0..8)
+            .map(|_| a.allocate(1000, 8).unwrap())
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(a.stats().retained_bytes, 8 * 1024);
+    a.set_retention_cap(2048);
+    let s = a.stats();
+    assert_eq!(s.retained_bytes, 2048);
+    assert_eq!(s.evictions, 6);
+    drop(
+        (0..8)
+            .map(|_| a.allocate(1000, 8).unwrap())
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(a.stats().retained_bytes, 2048, "the cap holds: no cache");
+    a.set_retention_cap(usize::MAX);
+    drop(
+        (0..8)
+            .map(|_| a.allocate(1000, 8).unwrap())
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(a.stats().retained_bytes, 8 * 1024);
+    assert_eq!(a.check_invariants(), Ok(()));
+}
+
+#[test]
+fn an_arena_dropped_while_another_thread_caches_its_buffers_is_freed_once() {
+    let a = arena();
+    let id = a.core.id;
+    let probe = a.allocate(64, 8).unwrap();
+    let step = Arc::new(Barrier::new(2));
+    let s2 = Arc::clone(&step);
+    let t = std::thread::spawn(move || {
+        // Freed here: into this thread's cache, keeping the body alive.
+        drop(probe);
+        s2.wait();
+        s2.wait();
+    });
+    step.wait();
+    drop(a);
+    assert_eq!(destroyed::count(id), 0, "a cached buffer keeps the arena");
+    step.wait();
+    t.join().unwrap();
+    // The thread's exit gave the buffer back; the last one out freed the body.
+    assert_eq!(destroyed::count(id), 1, "freed exactly once");
+}
+
+#[test]
+fn an_orphaned_arena_is_reclaimed_at_a_threads_next_slow_path() {
+    let a = arena();
+    let other = arena();
+    let id = a.core.id;
+    let probe = a.allocate(64, 8).unwrap();
+    let step = Arc::new(Barrier::new(2));
+    let s2 = Arc::clone(&step);
+    let t = std::thread::spawn(move || {
+        drop(probe);
+        s2.wait();
+        s2.wait();
+        // Any cache miss on any arena flushes caches of orphaned ones.
+        drop(other.allocate(200, 8).unwrap());
+        s2.wait();
+        s2.wait();
+    });
+    step.wait();
+    drop(a);
+    step.wait();
+    step.wait();
+    assert_eq!(destroyed::count(id), 1, "reclaimed before the thread exits");
+    step.wait();
+    t.join().unwrap();
+}
+
+#[test]
+fn stress_threads_allocate_here_and_free_there() {
+    let a = arena();
+    let (threads, rounds) = if cfg!(miri) { (2, 30) } else { (4, 3000) };
+    let (tx, rx): (Vec<_>, Vec<_>) = (0..threads).map(|_| std::sync::mpsc::channel()).unzip();
+    // Joined threads: their caches are flushed (thread-local destructors)
+    // before `join` returns.
+    let handles: Vec<_> = rx
+        .into_iter()
+        .enumerate()
+        .map(|(t, rx)| {
+            let a = a.clone();
+            let tx: Vec<_> = tx.clone();
+            std::thread::spawn(move || {
+                let mut x = 0x9E37_79B9u64 + t as u64;
+                for r in 0..rounds {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let size = 1 + (x as usize % 3000);
+                    let mut b = a.allocate(size, 8).unwrap();
+                    let tag = (t * 131 + r) as u8;
+                    b.as_mut_slice().fill(tag);
+                    // To another thread, which checks and frees it.
+                    let _ = tx[(t + 1 + r % (threads - 1)) % threads].send((b, tag));
+                    while let Ok((b, tag)) = rx.try_recv() {
+                        assert!(b.as_slice().iter().all(|&v| v == tag), "contents");
+                        drop(b);
+                    }
+                }
+            })
+        })
+        .collect();
+    drop(tx);
+    for h in handles {
+        h.join().unwrap();
+    }
+    let s = a.stats();
+    assert_eq!((s.live_bytes, s.live_buffers), (0, 0));
+    assert_eq!(s.frees, (threads * rounds) as u64);
+    assert_eq!(s.warm_allocations + s.cold_allocations, s.frees);
+    assert_eq!(a.check_invariants(), Ok(()));
+}
