@@ -69,7 +69,10 @@ pub unsafe fn free_raw(ptr: *mut u8) -> bool {
     };
     // SAFETY: a registered owner is a live body's original pointer: a live
     // raw buffer at or around `ptr` keeps it alive during this call.
-    if unsafe { core.as_ref() }.live_block_at(ptr as usize).is_none() {
+    if unsafe { core.as_ref() }
+        .live_block_at(ptr as usize)
+        .is_none()
+    {
         // Arena memory, but not a live buffer's start: nothing to free (a
         // small buffer's free would otherwise go into a thread cache
         // unchecked).

@@ -35,6 +35,13 @@ const EMPTY: Slot = Slot {
 pub(crate) struct Bin {
     len: u32,
     limit: u32,
+    /// Buffers of this class the cache handed out and has not yet taken
+    /// back: a free is cached only against this credit. A thread that frees
+    /// what others allocated (a consumer) so returns those buffers to the
+    /// arena, where the allocating threads find them again; otherwise they
+    /// would pile up in the consumer's cache while the producers went to
+    /// the OS for new ones, run after run.
+    credit: u32,
     slots: [Slot; BIN_SLOTS],
 }
 
@@ -55,8 +62,25 @@ impl Bin {
         Bin {
             len: 0,
             limit: limit_for(cap),
+            credit: 0,
             slots: [EMPTY; BIN_SLOTS],
         }
+    }
+
+    /// The cache handed out one buffer of this class.
+    #[inline(always)]
+    pub(crate) fn note_handed_out(&mut self) {
+        self.credit = self.credit.saturating_add(1);
+    }
+
+    /// Whether a free may be cached here (it uses one credit if so).
+    #[inline(always)]
+    pub(crate) fn take_credit(&mut self) -> bool {
+        if self.credit == 0 {
+            return false;
+        }
+        self.credit -= 1;
+        true
     }
 
     #[inline(always)]

@@ -247,6 +247,7 @@ pub(crate) fn allocate_parts(core: &ArenaCore, c: Class) -> (usize, u32, usize) 
 /// A hit: the counters move the buffer from held to live.
 #[inline(always)]
 fn take(core: &ArenaCore, cache: &Cache, o: &mut Own, s: Slot, c: Class) -> Grant {
+    o.bins[c].note_handed_out();
     let cap = capacity(c);
     o.held_bytes -= cap;
     o.held_buffers -= 1;
@@ -278,11 +279,16 @@ pub(crate) fn free(core: &ArenaCore, c: Class, addr: usize, block: u32) -> bool 
     if let Some(cache) = fast_cache(core) {
         // SAFETY: this thread's cache; the borrow ends within this block.
         let o = unsafe { cache.own() };
+        if !o.bins[c].take_credit() {
+            // Not handed out by this cache: back to the arena.
+            return false;
+        }
         let stamp = stamp(core, o);
         if o.bins[c].push(Slot { addr, block, stamp }) {
             put(cache, o, c);
             return true;
         }
+        o.bins[c].note_handed_out(); // the credit goes back with the buffer
     }
     free_slow(core, c, addr, block)
 }
@@ -415,7 +421,11 @@ fn allocate_slow(core: &ArenaCore, c: Class) -> Option<Grant> {
     // of the class). Only the request's own class is reused, in the cache
     // as in the arena (`reuse.rs`), so that a repeated workload holds the
     // same buffers per class in every run and no warm run goes cold.
-    let s = o.bins[c].pop()?;
+    let Some(s) = o.bins[c].pop() else {
+        // The shared path serves this thread now: its free may be cached.
+        o.bins[c].note_handed_out();
+        return None;
+    };
     Some(take(core, cache, o, s, c))
 }
 
@@ -427,6 +437,9 @@ fn free_slow(core: &ArenaCore, c: Class, addr: usize, block: u32) -> bool {
     };
     // SAFETY: this thread's cache; no other borrow of `own` is alive.
     let o = unsafe { cache.own() };
+    if !o.bins[c].take_credit() {
+        return false; // not handed out by this cache: back to the arena
+    }
     let slot = Slot {
         addr,
         block,

@@ -139,12 +139,14 @@ fn a_small_cap_reaches_cached_buffers_and_turns_caching_off() {
 fn an_arena_dropped_while_another_thread_caches_its_buffers_is_freed_once() {
     let a = arena();
     let id = a.core.id;
-    let probe = a.allocate(64, 8).unwrap();
+    let mine = a.clone();
     let step = Arc::new(Barrier::new(2));
     let s2 = Arc::clone(&step);
     let t = std::thread::spawn(move || {
-        // Freed here: into this thread's cache, keeping the body alive.
-        drop(probe);
+        // Allocated and freed here: into this thread's cache (a free is
+        // cached against what the cache handed out), keeping the body alive.
+        drop(mine.allocate(64, 8).unwrap());
+        drop(mine);
         s2.wait();
         s2.wait();
     });
