@@ -201,7 +201,8 @@ mod tests {
     #[test]
     fn both_fits_are_valid_and_stop_ends_them() {
         let mut rng = Rng::new(5);
-        let bufs: Vec<Buffer> = (0..if cfg!(miri) { 60 } else { 500 })
+        // Above STOP_EVERY, so that the stop callback is consulted.
+        let bufs: Vec<Buffer> = (0..if cfg!(miri) { 2 * STOP_EVERY } else { 500 })
             .map(|_| {
                 let l = rng.below(200);
                 Buffer::new(l, l + 1 + rng.below(30), 1 + rng.below(100))
