@@ -255,9 +255,11 @@ fn pool_threads_exit_with_live_memory_and_outlive_the_owner() {
     assert_eq!(held.len(), 2);
     let live = probe.stats().live_buffers;
     drop(held);
-    // rayon's crossbeam deques leave epoch garbage that is reclaimed later
-    // by whichever thread pins next, so only our two buffers are counted.
-    assert_eq!(probe.stats().live_buffers, live - 2);
+    // rayon's workers are still tearing down (a dropped pool does not wait
+    // for them) and its crossbeam deques leave epoch garbage that is
+    // reclaimed later, so the count is not exact here: it must fall by at
+    // least our two buffers.
+    assert!(probe.stats().live_buffers + 2 <= live);
 }
 
 fn main() {
