@@ -15,7 +15,7 @@ pub mod size_class;
 pub mod stats;
 mod sync;
 
-pub use arena::{AllocError, ArenaConfig, ArenaKind, ExecutionArena, IoArena};
+pub use arena::{ArenaConfig, ArenaError, ArenaKind, ExecutionArena, IoArena};
 pub use handle::{Allocation, IoLease};
 pub use os::{page_size, OsStats};
 pub use stats::ArenaStats;

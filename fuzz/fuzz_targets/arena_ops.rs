@@ -18,7 +18,7 @@ use libfuzzer_sys::fuzz_target;
 use std::collections::HashMap;
 use warmarena::size_class::{capacity, class_of};
 use warmarena::{
-    AllocError, Allocation, ArenaConfig, ArenaStats, ExecutionArena, IoArena, IoLease,
+    ArenaError, Allocation, ArenaConfig, ArenaStats, ExecutionArena, IoArena, IoLease,
 };
 
 #[path = "../../tests/common/policy_model.rs"]
@@ -369,11 +369,11 @@ impl World {
                 };
                 match r {
                     Err(
-                        AllocError::ZeroSize
-                        | AllocError::BadAlignment { .. }
-                        | AllocError::UnsupportedAlignment { .. }
-                        | AllocError::SizeOverflow { .. }
-                        | AllocError::OutOfMemory { .. },
+                        ArenaError::ZeroSize
+                        | ArenaError::BadAlignment { .. }
+                        | ArenaError::UnsupportedAlignment { .. }
+                        | ArenaError::SizeOverflow { .. }
+                        | ArenaError::OutOfMemory { .. },
                     ) => {}
                     other => panic!("bad request ({size}, {align}) answered {other:?}"),
                 }
@@ -393,7 +393,7 @@ impl World {
                 let (p, cap) = (o.a.as_ptr(), o.a.capacity());
                 match o.a.resize(len) {
                     Ok(()) => assert!(len <= cap && o.a.len() == len),
-                    Err(AllocError::BeyondCapacity { .. }) => assert!(len > cap),
+                    Err(ArenaError::BeyondCapacity { .. }) => assert!(len > cap),
                     Err(e) => panic!("resize answered {e:?}"),
                 }
                 assert_eq!((o.a.as_ptr(), o.a.capacity()), (p, cap), "resize moved");

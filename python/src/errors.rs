@@ -8,7 +8,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use warmarena::session::SessionError;
-use warmarena::AllocError;
+use warmarena::ArenaError;
 use warmarena_net::NetError;
 
 create_exception!(
@@ -54,7 +54,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 }
 
 /// An arena refusal as a Python exception.
-pub(crate) fn alloc_err(e: AllocError) -> PyErr {
+pub(crate) fn alloc_err(e: ArenaError) -> PyErr {
     AllocationError::new_err(format!("allocation refused: {e}"))
 }
 

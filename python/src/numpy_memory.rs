@@ -38,7 +38,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyDict;
 use warmarena::handle::{free_raw, raw_capacity};
-use warmarena::{AllocError, Allocation};
+use warmarena::{Allocation, ArenaError};
 
 /// The capsule name NumPy requires for a handler.
 const HANDLER_CAPSULE: &CStr = c"mem_handler";
@@ -86,7 +86,7 @@ enum Source {
 }
 
 impl Source {
-    fn allocate(&self, size: usize) -> Result<Allocation, AllocError> {
+    fn allocate(&self, size: usize) -> Result<Allocation, ArenaError> {
         match self {
             Source::Exec(a) => a.allocate(size, ALIGN),
             Source::Io(a) => a.allocate(size, ALIGN),

@@ -3,13 +3,13 @@
 /// A refused allocation or resize.
 ///
 /// ```
-/// use warmarena::{AllocError, ExecutionArena};
+/// use warmarena::{ArenaError, ExecutionArena};
 /// let arena = ExecutionArena::new();
-/// assert_eq!(arena.allocate(0, 8).unwrap_err(), AllocError::ZeroSize);
-/// assert!(matches!(arena.allocate(64, 3), Err(AllocError::BadAlignment { align: 3 })));
+/// assert_eq!(arena.allocate(0, 8).unwrap_err(), ArenaError::ZeroSize);
+/// assert!(matches!(arena.allocate(64, 3), Err(ArenaError::BadAlignment { align: 3 })));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AllocError {
+pub enum ArenaError {
     /// A request for zero bytes (arenas hand out real buffers only).
     ZeroSize,
     /// The alignment is not a power of two.
@@ -45,21 +45,21 @@ pub enum AllocError {
     },
 }
 
-impl core::fmt::Display for AllocError {
+impl core::fmt::Display for ArenaError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match *self {
-            AllocError::ZeroSize => write!(f, "zero-size allocation"),
-            AllocError::BadAlignment { align } => {
+            ArenaError::ZeroSize => write!(f, "zero-size allocation"),
+            ArenaError::BadAlignment { align } => {
                 write!(f, "alignment {align} is not a power of two")
             }
-            AllocError::UnsupportedAlignment { align, max } => {
+            ArenaError::UnsupportedAlignment { align, max } => {
                 write!(f, "alignment {align} is above the supported {max}")
             }
-            AllocError::SizeOverflow { size } => write!(f, "size {size} overflows when rounded"),
-            AllocError::OutOfMemory { size, errno } => {
+            ArenaError::SizeOverflow { size } => write!(f, "size {size} overflows when rounded"),
+            ArenaError::OutOfMemory { size, errno } => {
                 write!(f, "out of memory for {size} bytes (errno {errno})")
             }
-            AllocError::BeyondCapacity {
+            ArenaError::BeyondCapacity {
                 requested,
                 capacity,
             } => write!(f, "length {requested} exceeds capacity {capacity}"),
@@ -67,4 +67,4 @@ impl core::fmt::Display for AllocError {
     }
 }
 
-impl std::error::Error for AllocError {}
+impl std::error::Error for ArenaError {}

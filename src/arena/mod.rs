@@ -68,7 +68,7 @@ mod tests;
 mod warm;
 
 pub use config::ArenaConfig;
-pub use error::AllocError;
+pub use error::ArenaError;
 pub use owners::table_os_stats as owner_table_os_stats;
 
 use crate::stats::ArenaStats;

@@ -11,7 +11,7 @@
 //! allocator checks it before it serves a buffer), so it cannot fail a request.
 
 use super::blocks::{Block, BlockState, DEDICATED, NIL};
-use super::error::AllocError;
+use super::error::ArenaError;
 use super::owners::{self, GRANULE};
 use super::state::{ArenaState, Grant, Run, RunRegion};
 use super::{
@@ -21,14 +21,14 @@ use crate::os::{self, MapRequest, OsCounters, OsError, HUGE_PAGE_SIZE};
 use crate::size_class::{capacity, Class};
 use core::ptr::NonNull;
 
-fn oom(size: usize, e: OsError) -> AllocError {
+fn oom(size: usize, e: OsError) -> ArenaError {
     match e {
-        OsError::MapFailed { errno, .. } => AllocError::OutOfMemory { size, errno },
-        OsError::BadLayout => AllocError::SizeOverflow { size },
+        OsError::MapFailed { errno, .. } => ArenaError::OutOfMemory { size, errno },
+        OsError::BadLayout => ArenaError::SizeOverflow { size },
     }
 }
 
-const NO_ROOM: fn(usize) -> AllocError = |size| AllocError::OutOfMemory { size, errno: 0 };
+const NO_ROOM: fn(usize) -> ArenaError = |size| ArenaError::OutOfMemory { size, errno: 0 };
 
 impl ArenaState {
     /// Serves a request of `size` bytes at `align` in `class` from memory
@@ -39,7 +39,7 @@ impl ArenaState {
         size: usize,
         align: usize,
         os: &OsCounters,
-    ) -> Result<Grant, AllocError> {
+    ) -> Result<Grant, ArenaError> {
         let cap = capacity(class);
         let g = if cap < CARVE_LIMIT {
             self.carve(class, os)
@@ -63,7 +63,7 @@ impl ArenaState {
         class: Class,
         align: usize,
         os: &OsCounters,
-    ) -> Result<Grant, AllocError> {
+    ) -> Result<Grant, ArenaError> {
         let cap = capacity(class);
         let page = os::page_size();
         let i = self.cold[class].head;
@@ -145,7 +145,7 @@ impl ArenaState {
         }
     }
 
-    fn room_for_one_block(&mut self, size: usize) -> Result<(), AllocError> {
+    fn room_for_one_block(&mut self, size: usize) -> Result<(), ArenaError> {
         self.table.reserve_one().map_err(|_| NO_ROOM(size))?;
         self.pins
             .ensure(self.table.len() + 1)
@@ -170,7 +170,7 @@ impl ArenaState {
 
     /// A small-class block: a released one of the class if any, else the next
     /// slice of the class's current run, mapping a new run when it is full.
-    fn carve(&mut self, class: Class, os: &OsCounters) -> Result<Grant, AllocError> {
+    fn carve(&mut self, class: Class, os: &OsCounters) -> Result<Grant, ArenaError> {
         let cap = capacity(class);
         let i = self.cold[class].head;
         if i != NIL {
@@ -206,7 +206,7 @@ impl ArenaState {
 
     /// The address of a new run: the next `RUN_LEN` of the current run
     /// region, mapping a new region when it is full (see `RUN_REGION_LEN`).
-    fn cut_run(&mut self, cap: usize, os: &OsCounters) -> Result<usize, AllocError> {
+    fn cut_run(&mut self, cap: usize, os: &OsCounters) -> Result<usize, ArenaError> {
         let room = |g: &RunRegion| g.carved + RUN_LEN <= g.len;
         if !self.run_regions.last().is_some_and(room) {
             self.run_regions.try_reserve(1).map_err(|_| NO_ROOM(cap))?;
@@ -236,7 +236,7 @@ impl ArenaState {
     /// A block with its own mapping, aligned to the largest power of two not
     /// above its capacity (capped at [`MAX_ALIGN`]), so every alignment a
     /// request of this class may carry is met by every buffer of the class.
-    fn map_block(&mut self, class: Class, os: &OsCounters) -> Result<Grant, AllocError> {
+    fn map_block(&mut self, class: Class, os: &OsCounters) -> Result<Grant, ArenaError> {
         let cap = capacity(class);
         self.room_for_one_block(cap)?;
         let pow2_floor = 1usize << (usize::BITS - 1 - cap.leading_zeros());
@@ -258,8 +258,8 @@ impl ArenaState {
         size: usize,
         align: usize,
         os: &OsCounters,
-    ) -> Result<Grant, AllocError> {
-        let len = os::round_to_pages(size).ok_or(AllocError::SizeOverflow { size })?;
+    ) -> Result<Grant, ArenaError> {
+        let len = os::round_to_pages(size).ok_or(ArenaError::SizeOverflow { size })?;
         self.room_for_one_block(size)?;
         // Aligned to the owner table's granule so the buffer's first granule
         // is wholly the arena's and can be registered (see `owners.rs`).

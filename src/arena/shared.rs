@@ -10,7 +10,7 @@
 //! buffer) sees "orphaned and nothing live" under the lock frees the body.
 
 use super::blocks::{BlockState, NIL};
-use super::error::AllocError;
+use super::error::ArenaError;
 use super::metadata;
 use super::owners::Owner;
 use super::pins::{PinInfo, PinRecord};
@@ -69,7 +69,7 @@ impl ArenaCore {
     /// caller; everything else, bad input included, takes the out-of-line
     /// [`ArenaCore::allocate_general`].
     #[inline(always)]
-    pub(crate) fn allocate(&self, size: usize, align: usize) -> Result<Grant, AllocError> {
+    pub(crate) fn allocate(&self, size: usize, align: usize) -> Result<Grant, ArenaError> {
         if self.pattern_on {
             return self.allocate_patterned(size, align);
         }
@@ -109,7 +109,7 @@ impl ArenaCore {
         c: usize,
         eff: usize,
         align: usize,
-    ) -> Result<Grant, AllocError> {
+    ) -> Result<Grant, ArenaError> {
         if let Some(g) = st.take_warm(c, eff, align, &self.os) {
             return Ok(g);
         }
@@ -123,20 +123,20 @@ impl ArenaCore {
     /// with typed errors, then as [`ArenaCore::serve_classed`] or a
     /// dedicated mapping.
     #[inline(never)]
-    fn allocate_general(&self, size: usize, align: usize) -> Result<Grant, AllocError> {
+    fn allocate_general(&self, size: usize, align: usize) -> Result<Grant, ArenaError> {
         if size == 0 {
-            return Err(AllocError::ZeroSize);
+            return Err(ArenaError::ZeroSize);
         }
         if !align.is_power_of_two() {
-            return Err(AllocError::BadAlignment { align });
+            return Err(ArenaError::BadAlignment { align });
         }
         if align > MAX_ALIGN {
-            return Err(AllocError::UnsupportedAlignment {
+            return Err(ArenaError::UnsupportedAlignment {
                 align,
                 max: MAX_ALIGN,
             });
         }
-        let eff = aligned_size(size, align).ok_or(AllocError::SizeOverflow { size })?;
+        let eff = aligned_size(size, align).ok_or(ArenaError::SizeOverflow { size })?;
         let mut st = self.lock();
         match class_of(eff) {
             Some(c) => self.serve_classed(st, c, eff, align),

@@ -187,22 +187,22 @@ fn an_allocation_outlives_its_arena_handle() {
 
 #[test]
 fn bad_requests_leave_the_arena_as_it_was() {
-    use crate::AllocError;
+    use crate::ArenaError;
     let arena = arena();
     drop(arena.allocate(100, 8).unwrap());
     let before = arena.stats();
-    assert_eq!(arena.allocate(0, 8).unwrap_err(), AllocError::ZeroSize);
+    assert_eq!(arena.allocate(0, 8).unwrap_err(), ArenaError::ZeroSize);
     assert!(matches!(
         arena.allocate(8, 3),
-        Err(AllocError::BadAlignment { .. })
+        Err(ArenaError::BadAlignment { .. })
     ));
     assert!(matches!(
         arena.allocate(8, 4 << 20),
-        Err(AllocError::UnsupportedAlignment { .. })
+        Err(ArenaError::UnsupportedAlignment { .. })
     ));
     assert!(matches!(
         arena.allocate(usize::MAX, 8),
-        Err(AllocError::SizeOverflow { .. })
+        Err(ArenaError::SizeOverflow { .. })
     ));
     let after = arena.stats();
     assert_eq!(

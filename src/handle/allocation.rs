@@ -2,7 +2,7 @@
 
 use crate::arena::shared::ArenaCore;
 use crate::arena::state::Grant;
-use crate::arena::{AllocError, ArenaKind};
+use crate::arena::{ArenaError, ArenaKind};
 use core::ptr::NonNull;
 
 /// A buffer from an arena, owned by exactly one value.
@@ -128,9 +128,9 @@ impl Allocation {
     /// assert_eq!((a.as_ptr(), a.len()), (p, 1024));
     /// assert!(a.resize(1 << 20).is_err());
     /// ```
-    pub fn resize(&mut self, len: usize) -> Result<(), AllocError> {
+    pub fn resize(&mut self, len: usize) -> Result<(), ArenaError> {
         if len > self.cap {
-            return Err(AllocError::BeyondCapacity {
+            return Err(ArenaError::BeyondCapacity {
                 requested: len,
                 capacity: self.cap,
             });
@@ -195,7 +195,7 @@ macro_rules! allocate_for {
             /// a.as_mut_slice()[999] = 7;
             /// ```
             #[inline(always)]
-            pub fn allocate(&self, size: usize, align: usize) -> Result<Allocation, AllocError> {
+            pub fn allocate(&self, size: usize, align: usize) -> Result<Allocation, ArenaError> {
                 let g = self.core.allocate(size, align)?;
                 Ok(Allocation::from_grant(g, size, self.core.ptr()))
             }

@@ -3,7 +3,7 @@
 use super::router::{NodeId, Session, Target, ValueIndex};
 use crate::arena::ArenaKind;
 use crate::handle::Memory;
-use crate::{AllocError, Allocation, IoLease};
+use crate::{Allocation, ArenaError, IoLease};
 
 /// Why a run-context call was refused. The context is unchanged.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,7 +35,7 @@ pub enum SessionError {
         expected: Option<ArenaKind>,
     },
     /// The arena refused the allocation.
-    Alloc(AllocError),
+    Alloc(ArenaError),
     /// Planned mode: the planner refused the session's graph or sizes.
     Plan(crate::planner::PlanError),
     /// Planned mode: the plan did not pass validation (never expected; the
@@ -112,8 +112,8 @@ impl core::fmt::Display for SessionError {
 
 impl std::error::Error for SessionError {}
 
-impl From<AllocError> for SessionError {
-    fn from(e: AllocError) -> Self {
+impl From<ArenaError> for SessionError {
+    fn from(e: ArenaError) -> Self {
         SessionError::Alloc(e)
     }
 }

@@ -2,12 +2,12 @@
 
 use warmarena::arena::MAX_ALIGN;
 use warmarena::size_class::MAX_CLASS_SIZE;
-use warmarena::{AllocError, ExecutionArena, IoArena};
+use warmarena::{ArenaError, ExecutionArena, IoArena};
 
 #[test]
 fn zero_size_is_a_typed_error() {
     let arena = ExecutionArena::new();
-    assert_eq!(arena.allocate(0, 8).unwrap_err(), AllocError::ZeroSize);
+    assert_eq!(arena.allocate(0, 8).unwrap_err(), ArenaError::ZeroSize);
     assert_eq!(arena.stats(), ExecutionArena::new().stats());
 }
 
@@ -17,13 +17,13 @@ fn bad_and_unsupported_alignments() {
     for align in [0usize, 3, 48, usize::MAX] {
         assert_eq!(
             arena.allocate(64, align).unwrap_err(),
-            AllocError::BadAlignment { align }
+            ArenaError::BadAlignment { align }
         );
     }
     let too_big = MAX_ALIGN * 2;
     assert_eq!(
         arena.allocate(64, too_big).unwrap_err(),
-        AllocError::UnsupportedAlignment {
+        ArenaError::UnsupportedAlignment {
             align: too_big,
             max: MAX_ALIGN
         }
@@ -41,7 +41,7 @@ fn sizes_whose_rounding_overflows() {
         assert!(
             matches!(
                 e,
-                AllocError::SizeOverflow { .. } | AllocError::OutOfMemory { .. }
+                ArenaError::SizeOverflow { .. } | ArenaError::OutOfMemory { .. }
             ),
             "{e:?}"
         );
@@ -63,7 +63,7 @@ fn above_the_largest_class_is_dedicated_or_refused_cleanly() {
         }
         Err(e) => {
             println!("the OS refused {size} bytes ({e}); checking the arena is untouched");
-            assert!(matches!(e, AllocError::OutOfMemory { .. }));
+            assert!(matches!(e, ArenaError::OutOfMemory { .. }));
             let s = arena.stats();
             assert_eq!(
                 (s.live_bytes, s.cold_allocations, s.mapped_bytes),
@@ -100,7 +100,7 @@ fn child_under_rlimit_as() {
     let before = arena.stats();
     let e = arena.allocate(1 << 30, 64).unwrap_err();
     assert!(
-        matches!(e, AllocError::OutOfMemory { errno, .. } if errno == libc::ENOMEM),
+        matches!(e, ArenaError::OutOfMemory { errno, .. } if errno == libc::ENOMEM),
         "{e:?}"
     );
     let after = arena.stats();

@@ -15,7 +15,7 @@
 //! live, so a planned buffer keeps its arena alive like any buffer.
 
 use super::{Action, BlockRef, PatternSet, Release};
-use crate::arena::error::AllocError;
+use crate::arena::error::ArenaError;
 use crate::arena::metadata;
 use crate::arena::shared::ArenaCore;
 use crate::arena::state::{ArenaState, Grant};
@@ -49,20 +49,20 @@ impl ArenaCore {
         st: &mut ArenaState,
         size: usize,
         align: usize,
-    ) -> Result<Grant, AllocError> {
+    ) -> Result<Grant, ArenaError> {
         if size == 0 {
-            return Err(AllocError::ZeroSize);
+            return Err(ArenaError::ZeroSize);
         }
         if !align.is_power_of_two() {
-            return Err(AllocError::BadAlignment { align });
+            return Err(ArenaError::BadAlignment { align });
         }
         if align > crate::arena::MAX_ALIGN {
-            return Err(AllocError::UnsupportedAlignment {
+            return Err(ArenaError::UnsupportedAlignment {
                 align,
                 max: crate::arena::MAX_ALIGN,
             });
         }
-        let eff = aligned_size(size, align).ok_or(AllocError::SizeOverflow { size })?;
+        let eff = aligned_size(size, align).ok_or(ArenaError::SizeOverflow { size })?;
         match class_of(eff) {
             Some(c) => {
                 if align <= 4096 {
@@ -97,7 +97,7 @@ impl ArenaCore {
         &self,
         size: usize,
         align: usize,
-    ) -> Result<Grant, AllocError> {
+    ) -> Result<Grant, ArenaError> {
         let thread = thread_token();
         let mut st = self.lock();
         // The hit path: a matching run whose block is held.
