@@ -32,6 +32,13 @@ pub struct ArenaConfig {
     /// allocate and free, the recording of each learning run, and the
     /// planned block (retained like any buffer). See `docs/pattern.md`.
     pub pattern: bool,
+    /// Per-thread caches for the small classes (default: off for now): each
+    /// thread keeps bounded bins of buffers below 64 KiB per arena, so the
+    /// common small allocate and free take no lock (`docs/threads.md`).
+    /// Off by default until a fuzz-found inexactness is fixed: with caches
+    /// on, `stats().peak_live_bytes` can overstate the peak by one small
+    /// buffer on one thread (every other promise holds).
+    pub thread_cache: bool,
 }
 
 impl Default for ArenaConfig {
@@ -41,6 +48,7 @@ impl Default for ArenaConfig {
             huge_pages: true,
             prefault: false,
             pattern: false,
+            thread_cache: false,
         }
     }
 }
@@ -84,6 +92,16 @@ impl ArenaConfig {
     /// ```
     pub fn pattern(mut self, on: bool) -> Self {
         self.pattern = on;
+        self
+    }
+
+    /// Sets [`ArenaConfig::thread_cache`].
+    ///
+    /// ```
+    /// assert!(warmarena::ArenaConfig::default().thread_cache(true).thread_cache);
+    /// ```
+    pub fn thread_cache(mut self, on: bool) -> Self {
+        self.thread_cache = on;
         self
     }
 }

@@ -413,7 +413,11 @@ impl ArenaCore {
     pub(crate) fn set_retention_cap(&self, cap: usize) {
         let mut st = self.lock();
         tcache::flush_own(&mut st, self);
-        let flags = if cap < MIN_CAP_FOR_CACHE { NO_CACHE } else { 0 };
+        let flags = if !st.config.thread_cache || cap < MIN_CAP_FOR_CACHE {
+            NO_CACHE
+        } else {
+            0
+        };
         let e = self.epoch.load(Relaxed);
         self.epoch
             .store(((e & !NO_CACHE) + EPOCH_STEP) | flags, Relaxed);
@@ -527,7 +531,7 @@ impl CoreHandle {
                 kind,
                 id: NEXT_ID.fetch_add(1, Relaxed),
                 epoch: core::sync::atomic::AtomicU64::new(
-                    if config.retention_cap < MIN_CAP_FOR_CACHE {
+                    if !config.thread_cache || config.retention_cap < MIN_CAP_FOR_CACHE {
                         NO_CACHE
                     } else {
                         0

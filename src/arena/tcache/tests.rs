@@ -7,7 +7,7 @@ use crate::{ArenaConfig, ExecutionArena};
 use std::sync::{Arc, Barrier};
 
 fn arena() -> ExecutionArena {
-    ExecutionArena::with_config(ArenaConfig::default().huge_pages(false))
+    ExecutionArena::with_config(ArenaConfig::default().huge_pages(false).thread_cache(true))
 }
 
 #[test]
