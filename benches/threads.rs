@@ -120,7 +120,7 @@ unsafe impl Allocator for Mi {
 }
 
 fn threads(c: &mut Criterion) {
-    let arena = ExecutionArena::with_config(warmarena::ArenaConfig::default().thread_cache(true));
+    let arena = ExecutionArena::new();
     let mut g = c.benchmark_group("threads");
     g.throughput(Throughput::Elements(OPS as u64));
     for n in [1usize, 2, 8] {

@@ -48,7 +48,8 @@ warmarena_fuzz::op_counts!(
         "set_cap",
         "drop_arena",
         "warm_served",
-        "evicting_ops"
+        "evicting_ops",
+        "free_on_thread"
     ]
 );
 const ALLOC: usize = 0;
@@ -71,6 +72,7 @@ const SET_CAP: usize = 16;
 const DROP_ARENA: usize = 17;
 const WARM_SERVED: usize = 18;
 const EVICTING: usize = 19;
+const FREE_ON_THREAD: usize = 20;
 
 #[derive(Debug)]
 enum Op {
@@ -106,6 +108,13 @@ enum Op {
     },
     RawFree {
         idx: u8,
+    },
+    /// Frees a buffer on a new thread that exits at once (its thread cache
+    /// goes back to the arena on exit), through the handle or the
+    /// allocator API.
+    FreeOnThread {
+        idx: u8,
+        raw: bool,
     },
     Export {
         idx: u8,
@@ -527,6 +536,33 @@ impl World {
                     m.free(r.class);
                 }
             }
+            Op::FreeOnThread { idx, raw } => {
+                if raw && !self.raw.is_empty() {
+                    COUNTS.bump(FREE_ON_THREAD);
+                    let r = self.raw.swap_remove(idx as usize % self.raw.len());
+                    assert!(holds(r.ptr.as_ptr(), r.layout.size(), r.byte));
+                    let (addr, layout, arena) = (r.ptr.as_ptr() as usize, r.layout, r.arena.clone());
+                    std::thread::spawn(move || {
+                        let p = NonNull::new(addr as *mut u8).unwrap();
+                        // SAFETY: a live block of this allocator made with
+                        // `layout`, handed to this thread.
+                        unsafe { arena.alloc().deallocate(p, layout) };
+                    })
+                    .join()
+                    .unwrap();
+                    if let Some(m) = self.model(r.origin) {
+                        m.free(r.class);
+                    }
+                } else if !raw && !self.owned.is_empty() {
+                    COUNTS.bump(FREE_ON_THREAD);
+                    let o = self.owned.swap_remove(idx as usize % self.owned.len());
+                    assert!(holds(o.a.as_ptr(), o.a.capacity(), o.byte), "bytes changed");
+                    std::thread::spawn(move || drop(o.a)).join().unwrap();
+                    if let Some(m) = self.model(o.origin) {
+                        m.free(o.class);
+                    }
+                }
+            }
             Op::Export { idx, via_arena } => {
                 if self.owned.is_empty() {
                     return;
@@ -754,7 +790,10 @@ fn decode(c: &[u8]) -> Op {
             2 => Op::Trim { io },
             _ => Op::DropArena { io },
         },
-        _ => Op::Free { idx: a },
+        _ => Op::FreeOnThread {
+            idx: a >> 1,
+            raw: io,
+        },
     }
 }
 

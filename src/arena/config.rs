@@ -32,12 +32,11 @@ pub struct ArenaConfig {
     /// allocate and free, the recording of each learning run, and the
     /// planned block (retained like any buffer). See `docs/pattern.md`.
     pub pattern: bool,
-    /// Per-thread caches for the small classes (default: off for now): each
-    /// thread keeps bounded bins of buffers below 64 KiB per arena, so the
-    /// common small allocate and free take no lock (`docs/threads.md`).
-    /// Off by default until a fuzz-found inexactness is fixed: with caches
-    /// on, `stats().peak_live_bytes` can overstate the peak by one small
-    /// buffer on one thread (every other promise holds).
+    /// Per-thread caches for the small classes (default: on): each thread
+    /// keeps bounded bins of buffers below 64 KiB per arena, so the common
+    /// small allocate and free take no lock (`docs/threads.md`). Off, every
+    /// operation takes the arena's lock (what a retention cap below 64 MiB
+    /// also does, so that the cap bounds every retained byte).
     pub thread_cache: bool,
 }
 
@@ -48,7 +47,7 @@ impl Default for ArenaConfig {
             huge_pages: true,
             prefault: false,
             pattern: false,
-            thread_cache: false,
+            thread_cache: true,
         }
     }
 }
@@ -98,7 +97,8 @@ impl ArenaConfig {
     /// Sets [`ArenaConfig::thread_cache`].
     ///
     /// ```
-    /// assert!(warmarena::ArenaConfig::default().thread_cache(true).thread_cache);
+    /// assert!(warmarena::ArenaConfig::default().thread_cache);
+    /// assert!(!warmarena::ArenaConfig::default().thread_cache(false).thread_cache);
     /// ```
     pub fn thread_cache(mut self, on: bool) -> Self {
         self.thread_cache = on;

@@ -137,6 +137,20 @@ impl ArenaCore {
             });
         }
         let eff = aligned_size(size, align).ok_or(ArenaError::SizeOverflow { size })?;
+        // A small class with a larger alignment: this thread's cache may
+        // hold the buffer the class policy would hand out.
+        if let Some(c) = class_of(eff).filter(|&c| c < SMALL_CLASSES && tcache::serves(c, align)) {
+            let (addr, block, cap) = tcache::allocate_parts(self, c);
+            if let Some(ptr) = NonNull::new(addr as *mut u8) {
+                return Ok(Grant {
+                    ptr,
+                    cap,
+                    block,
+                    fresh: false,
+                    warm: true,
+                });
+            }
+        }
         let mut st = self.lock();
         match class_of(eff) {
             Some(c) => self.serve_classed(st, c, eff, align),

@@ -394,15 +394,20 @@ fn allocate_slow(core: &ArenaCore, c: Class) -> Option<Grant> {
     let batch = o.bins[c].batch();
     let mut got = 0;
     while got < batch && st.warm.has(c) {
+        // Counted as held before the arena counts it as live, so the
+        // arena's peak check (`note_peak`) never sees it as live.
         st.cached_bytes += cap;
+        o.held_bytes += cap;
+        cache.counters.held_bytes.store(o.held_bytes, Relaxed);
         // Size 0: nothing to materialize (a small block's tail never
         // starts a page a larger request of its class would touch).
         let Some(g) = st.take_exact(c, 0, MIN_CAPACITY, &core.os) else {
             st.cached_bytes -= cap;
+            o.held_bytes -= cap;
+            cache.counters.held_bytes.store(o.held_bytes, Relaxed);
             break;
         };
         o.published += cap;
-        o.held_bytes += cap;
         o.held_buffers += 1;
         got += 1;
         // It keeps its place in free order should it go back unused.

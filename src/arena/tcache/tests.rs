@@ -7,7 +7,7 @@ use crate::{ArenaConfig, ExecutionArena};
 use std::sync::{Arc, Barrier};
 
 fn arena() -> ExecutionArena {
-    ExecutionArena::with_config(ArenaConfig::default().huge_pages(false).thread_cache(true))
+    ExecutionArena::with_config(ArenaConfig::default().huge_pages(false))
 }
 
 #[test]
@@ -228,5 +228,51 @@ fn stress_threads_allocate_here_and_free_there() {
     assert_eq!((s.live_bytes, s.live_buffers), (0, 0));
     assert_eq!(s.frees, (threads * rounds) as u64);
     assert_eq!(s.warm_allocations + s.cold_allocations, s.frees);
+    assert_eq!(a.check_invariants(), Ok(()));
+}
+
+/// Found by the `arena_ops` fuzz target (`fuzz/corpus/arena_ops/
+/// peak-with-thread-caches`): a refill counted its buffers as live in the
+/// arena before the cache's counters said it held them, so a peak check
+/// during the refill saw cached buffers as live.
+#[test]
+fn a_refill_never_raises_the_peak() {
+    let a = arena();
+    // Sixteen 32-byte buffers, freed on another thread: they go back to
+    // the arena (that thread's cache never handed them out).
+    let bufs: Vec<_> = (0..16).map(|_| a.allocate(32, 8).unwrap()).collect();
+    std::thread::spawn(move || drop(bufs)).join().unwrap();
+    a.reset_peak();
+    assert_eq!(a.stats().peak_live_bytes, 0);
+    // One allocation refills this thread's bin with several buffers; one
+    // of them is live.
+    let x = a.allocate(32, 8).unwrap();
+    let s = a.stats();
+    assert_eq!(s.live_bytes, 32);
+    assert_eq!(s.peak_live_bytes, 32, "cached buffers counted in the peak");
+    drop(x);
+    assert_eq!(a.check_invariants(), Ok(()));
+}
+
+/// Found by the `arena_ops` fuzz target (`fuzz/corpus/arena_ops/
+/// cache-large-alignment`): a small class asked for with an alignment
+/// above a page skipped the cache, so a buffer of the class waiting in the
+/// cache was not reused and a new one was carved.
+#[test]
+fn a_small_class_with_a_large_alignment_reuses_the_cached_buffer() {
+    let a = arena();
+    // Handed out through the cache (a page alignment or less), so its
+    // free is cached.
+    let x = a.allocate(16 << 10, 64).unwrap();
+    assert_eq!(x.capacity(), 16 << 10);
+    drop(x);
+    let before = a.stats();
+    let y = a.allocate(12 << 10, 8192).unwrap();
+    assert!(y.served_warm());
+    assert_eq!(y.as_ptr() as usize % 8192, 0);
+    let s = a.stats();
+    assert_eq!(s.cold_allocations, before.cold_allocations);
+    assert_eq!((s.retained_buffers, s.live_buffers), (0, 1));
+    drop(y);
     assert_eq!(a.check_invariants(), Ok(()));
 }
