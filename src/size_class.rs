@@ -55,6 +55,27 @@ pub const fn class_of(size: usize) -> Option<Class> {
 #[inline(always)]
 pub(crate) const fn class_of_classed(size: usize) -> Class {
     let m = size - 1;
+    if m < 1024 {
+        // Up to 1 KiB a class depends on `m >> 4` alone: one load.
+        return SMALL_CLASS_OF[m >> 4] as Class;
+    }
+    class_by_formula(m)
+}
+
+/// Classes of sizes `1..=1024`, by `(size - 1) >> 4`.
+const SMALL_CLASS_OF: [u8; 64] = {
+    let mut t = [0u8; 64];
+    let mut i = 0;
+    while i < 64 {
+        t[i] = class_by_formula(i << 4) as u8;
+        i += 1;
+    }
+    t
+};
+
+/// The class of a size `m + 1`, computed.
+#[inline(always)]
+const fn class_by_formula(m: usize) -> Class {
     if m < 128 {
         // 16-byte steps up to 128 bytes.
         return m >> 4;
@@ -73,6 +94,24 @@ pub(crate) const fn class_of_classed(size: usize) -> Class {
 /// ```
 #[inline]
 pub const fn capacity(c: Class) -> usize {
+    // One load; the mask keeps any index in range (`CLASS_COUNT` is a
+    // power of two), so no bounds check and no panic.
+    CAPACITIES[c & (CLASS_COUNT - 1)]
+}
+
+/// Every class's capacity, computed once at compile time.
+const CAPACITIES: [usize; CLASS_COUNT] = {
+    let mut t = [0usize; CLASS_COUNT];
+    let mut c = 0;
+    while c < CLASS_COUNT {
+        t[c] = capacity_by_formula(c);
+        c += 1;
+    }
+    t
+};
+
+/// The capacity of class `c`, computed.
+const fn capacity_by_formula(c: Class) -> usize {
     if c < STEPS {
         return (c + 1) * 16;
     }

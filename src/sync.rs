@@ -4,9 +4,11 @@
 //!
 //! [`SpinLock`] is the arena lock: critical sections are a few list and
 //! bitmap operations (tens of nanoseconds), so a lock whose release is a
-//! plain store beats a futex mutex, whose release is a second atomic
-//! read-modify-write. Waiters spin briefly and then yield the CPU; the long
-//! holders (system calls on the cold path, `trim`) are rare by design.
+//! plain store (and one load of a waiter count) beats a futex mutex, whose
+//! release is a second atomic read-modify-write. Waiters spin a bounded
+//! number of times, then park on a futex: a holder preempted in its
+//! critical section (more threads than cores) no longer makes every waiter
+//! burn its time slices spinning or yielding.
 
 /// The atomics lock-free structures use (`arena::owners`), in one place so a
 /// later `loom` model can swap them.
@@ -28,17 +30,33 @@ pub(crate) mod rc {
 use core::cell::UnsafeCell;
 use core::ops::{Deref, DerefMut};
 #[cfg(not(loom))]
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicU32, Ordering};
 #[cfg(not(loom))]
 use crossbeam_utils::Backoff;
 #[cfg(loom)]
-use loom::sync::atomic::{AtomicBool, Ordering};
+use loom::sync::atomic::{AtomicU32, Ordering};
 
-/// A test-and-test-and-set lock with spin-then-yield waiting.
+/// A test-and-test-and-set lock: a bounded spin, then parking on a futex.
 pub(crate) struct SpinLock<T> {
-    locked: AtomicBool,
+    /// 1 while held (a `u32`: the futex word waiters sleep on).
+    locked: AtomicU32,
+    /// Threads parked or about to park: a release wakes one when non-zero.
+    #[cfg_attr(loom, allow(dead_code))]
+    waiters: AtomicU32,
     value: UnsafeCell<T>,
 }
+
+/// The longest a parked waiter sleeps before it looks again. A release
+/// whose load of `waiters` overtook its own store (a store-load reordering
+/// the release does not fence against, to stay a plain store) can miss a
+/// waiter that was just parking; the waiter then wakes by itself after
+/// this bound instead of sleeping forever.
+#[cfg(not(loom))]
+const PARK_TIMEOUT_NS: i64 = 1_000_000;
+
+/// How many times waiters parked (for the tests that check parking).
+#[cfg(all(test, not(loom)))]
+pub(crate) static PARKS: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
 
 // SAFETY: the lock hands out at most one guard at a time, so `&SpinLock<T>`
 // shared across threads gives exclusive access to `T` in turn, which is
@@ -51,7 +69,8 @@ impl<T> SpinLock<T> {
     #[cfg(not(loom))]
     pub(crate) const fn new(value: T) -> Self {
         SpinLock {
-            locked: AtomicBool::new(false),
+            locked: AtomicU32::new(0),
+            waiters: AtomicU32::new(0),
             value: UnsafeCell::new(value),
         }
     }
@@ -60,19 +79,23 @@ impl<T> SpinLock<T> {
     #[cfg(loom)]
     pub(crate) fn new(value: T) -> Self {
         SpinLock {
-            locked: AtomicBool::new(false),
+            locked: AtomicU32::new(0),
+            waiters: AtomicU32::new(0),
             value: UnsafeCell::new(value),
         }
+    }
+
+    #[inline(always)]
+    fn try_acquire(&self) -> bool {
+        self.locked
+            .compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
     }
 
     /// Waits for the lock and returns its guard.
     #[inline]
     pub(crate) fn lock(&self) -> SpinGuard<'_, T> {
-        if self
-            .locked
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
+        if !self.try_acquire() {
             self.lock_slow();
         }
         SpinGuard { lock: self }
@@ -82,34 +105,50 @@ impl<T> SpinLock<T> {
     #[cfg(loom)]
     #[cold]
     fn lock_slow(&self) {
-        while self
-            .locked
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
+        while !self.try_acquire() {
             loom::thread::yield_now();
         }
     }
 
+    /// Spins while the backoff allows (about a hundred pauses), then parks
+    /// until a release wakes it (or `PARK_TIMEOUT_NS` passes).
     #[cfg(not(loom))]
     #[cold]
     fn lock_slow(&self) {
         let backoff = Backoff::new();
         loop {
-            while self.locked.load(Ordering::Relaxed) {
+            while self.locked.load(Ordering::Relaxed) != 0 {
                 if backoff.is_completed() {
-                    std::thread::yield_now();
+                    self.park();
                 } else {
                     backoff.snooze();
                 }
             }
-            if self
-                .locked
-                .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-            {
+            if self.try_acquire() {
                 return;
             }
+        }
+    }
+
+    /// Sleeps while the lock is held, announced in `waiters` first.
+    #[cfg(not(loom))]
+    #[cold]
+    fn park(&self) {
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        if self.locked.load(Ordering::SeqCst) != 0 {
+            #[cfg(test)]
+            PARKS.fetch_add(1, Ordering::Relaxed);
+            futex_wait(&self.locked, 1, PARK_TIMEOUT_NS);
+        }
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Wakes one parked waiter, if any announced itself.
+    #[inline(always)]
+    fn wake_one(&self) {
+        #[cfg(not(loom))]
+        if self.waiters.load(Ordering::Relaxed) != 0 {
+            futex_wake(&self.locked);
         }
     }
 
@@ -142,8 +181,58 @@ impl<T> DerefMut for SpinGuard<'_, T> {
 impl<T> Drop for SpinGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
-        self.lock.locked.store(false, Ordering::Release);
+        self.lock.locked.store(0, Ordering::Release);
+        self.lock.wake_one();
     }
+}
+
+/// Sleeps while `word` holds `expected`, at most `timeout_ns` (Linux futex;
+/// elsewhere, and under Miri, a yield stands in for it).
+#[cfg(not(loom))]
+fn futex_wait(word: &AtomicU32, expected: u32, timeout_ns: i64) {
+    #[cfg(all(target_os = "linux", not(miri)))]
+    {
+        let ts = libc::timespec {
+            tv_sec: timeout_ns / 1_000_000_000,
+            tv_nsec: timeout_ns % 1_000_000_000,
+        };
+        // SAFETY: `word` is a live, aligned 32-bit atomic for the call; the
+        // kernel only reads it and compares it with `expected`; `ts` lives
+        // for the call. Any error (EAGAIN: the value changed; EINTR;
+        // ETIMEDOUT) just returns to the caller's loop.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                word.as_ptr(),
+                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                expected,
+                &ts as *const libc::timespec,
+            )
+        };
+    }
+    #[cfg(not(all(target_os = "linux", not(miri))))]
+    {
+        let _ = (word, expected, timeout_ns);
+        std::thread::yield_now();
+    }
+}
+
+/// Wakes one thread sleeping in [`futex_wait`] on `word`.
+#[cfg(not(loom))]
+fn futex_wake(word: &AtomicU32) {
+    #[cfg(all(target_os = "linux", not(miri)))]
+    // SAFETY: `word` is a live, aligned 32-bit atomic; FUTEX_WAKE only uses
+    // its address as the queue's key.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+            1,
+        )
+    };
+    #[cfg(not(all(target_os = "linux", not(miri))))]
+    let _ = word;
 }
 
 /// Runs `f` under loom (the loom tests' one harness): every interleaving up
@@ -187,5 +276,30 @@ mod tests {
             }
         });
         assert_eq!(*lock.lock(), threads * rounds);
+    }
+
+    /// A holder that stays in its critical section (as a preempted one
+    /// does) makes its waiters park instead of spinning; every one of them
+    /// gets the lock once it is released.
+    #[test]
+    fn waiters_park_behind_a_long_holder() {
+        let lock = SpinLock::new(0u64);
+        let waiters = if cfg!(miri) { 2 } else { 6 };
+        let before = PARKS.load(Ordering::Relaxed);
+        std::thread::scope(|s| {
+            let g = lock.lock();
+            for _ in 0..waiters {
+                s.spawn(|| *lock.lock() += 1);
+            }
+            // Long enough for every waiter to spin out and park.
+            std::thread::sleep(std::time::Duration::from_millis(if cfg!(miri) {
+                5
+            } else {
+                50
+            }));
+            drop(g);
+        });
+        assert_eq!(*lock.lock(), waiters);
+        assert!(PARKS.load(Ordering::Relaxed) > before, "no waiter parked");
     }
 }

@@ -15,7 +15,7 @@ use super::metadata;
 use super::owners::Owner;
 use super::pins::{PinInfo, PinRecord};
 use super::state::{ArenaState, Grant};
-use super::tcache::{self, EPOCH_STEP, MIN_CAP_FOR_CACHE, NO_CACHE, ORPHANED, SMALL_CLASSES};
+use super::tcache::{self, EPOCH_STEP, NO_CACHE, ORPHANED, SMALL_CLASSES};
 use super::{ArenaConfig, ArenaKind, CARVE_LIMIT, MAX_ALIGN};
 use crate::os::OsCounters;
 use crate::size_class::{aligned_size, class_of, class_of_classed, MAX_CLASS_SIZE};
@@ -221,7 +221,31 @@ impl ArenaCore {
         if cap < CARVE_LIMIT {
             // SAFETY: the caller guarantees `this` is live for this call.
             let core = unsafe { this.as_ref() };
-            if !core.pattern_on && tcache::free(core, class_of_classed(cap), addr, block) {
+            // A pattern-mode arena has no caches: this misses for it.
+            if tcache::free_hit(core, class_of_classed(cap), addr, block) {
+                return true;
+            }
+        }
+        // SAFETY: forwarded contract.
+        unsafe { Self::free_sized_slow(this, block, addr, cap) }
+    }
+
+    /// [`ArenaCore::free_sized`] past this thread's cache: out of line, so
+    /// the hit inlined into its callers stays small.
+    ///
+    /// # Safety
+    /// As for [`ArenaCore::free`].
+    #[inline(never)]
+    unsafe fn free_sized_slow(
+        this: NonNull<ArenaCore>,
+        block: u32,
+        addr: usize,
+        cap: usize,
+    ) -> bool {
+        if cap < CARVE_LIMIT {
+            // SAFETY: the caller guarantees `this` is live for this call.
+            let core = unsafe { this.as_ref() };
+            if !core.pattern_on && tcache::free_miss(core, class_of_classed(cap), addr, block) {
                 return true;
             }
         }
@@ -427,11 +451,7 @@ impl ArenaCore {
     pub(crate) fn set_retention_cap(&self, cap: usize) {
         let mut st = self.lock();
         tcache::flush_own(&mut st, self);
-        let flags = if !st.config.thread_cache || cap < MIN_CAP_FOR_CACHE {
-            NO_CACHE
-        } else {
-            0
-        };
+        let flags = tcache::epoch_flags(st.config.thread_cache, cap, self.pattern_on);
         let e = self.epoch.load(Relaxed);
         self.epoch
             .store(((e & !NO_CACHE) + EPOCH_STEP) | flags, Relaxed);
@@ -541,22 +561,25 @@ impl CoreHandle {
         // The body is arena metadata: never served from a scoped arena.
         let body = {
             let _m = metadata::enter();
+            let id = NEXT_ID.fetch_add(1, Relaxed);
+            let pattern_on = config.pattern && kind == ArenaKind::Execution;
             Box::new(ArenaCore {
                 kind,
-                id: NEXT_ID.fetch_add(1, Relaxed),
+                id,
                 epoch: core::sync::atomic::AtomicU64::new(
-                    if !config.thread_cache || config.retention_cap < MIN_CAP_FOR_CACHE {
-                        NO_CACHE
-                    } else {
-                        0
-                    },
+                    tcache::first_epoch(id)
+                        | tcache::epoch_flags(
+                            config.thread_cache,
+                            config.retention_cap,
+                            pattern_on,
+                        ),
                 ),
                 handles: AtomicUsize::new(1),
                 live_mirror: core::sync::atomic::AtomicUsize::new(0),
                 clock_mirror: core::sync::atomic::AtomicU64::new(0),
                 state: SpinLock::new(ArenaState::new(config)),
                 os: OsCounters::new(),
-                pattern_on: config.pattern && kind == ArenaKind::Execution,
+                pattern_on,
             })
         };
         let raw = Box::into_raw(body);

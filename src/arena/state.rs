@@ -14,7 +14,6 @@ use crate::size_class::CLASS_COUNT;
 use crate::stats::ArenaStats;
 use core::hash::{BuildHasherDefault, Hasher};
 use core::ptr::NonNull;
-use core::sync::atomic::Ordering::Relaxed;
 use std::collections::HashMap;
 
 /// A hasher for buffer addresses: they are distinct and 16-byte aligned, so
@@ -240,7 +239,7 @@ impl ArenaState {
         for c in self.caches.iter() {
             // SAFETY: registered caches stay allocated while registered
             // (see `tcache::ArenaState::sweep_caches`).
-            let held = unsafe { c.as_ref() }.counters.held_bytes.load(Relaxed);
+            let held = unsafe { c.as_ref() }.counters.held().bytes();
             live = live.saturating_sub(held);
         }
         if live > self.stats.peak_live_bytes {

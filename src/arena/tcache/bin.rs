@@ -42,6 +42,8 @@ pub(crate) struct Bin {
     /// would pile up in the consumer's cache while the producers went to
     /// the OS for new ones, run after run.
     credit: u32,
+    /// The class's capacity (below `CARVE_LIMIT`).
+    cap: u32,
     slots: [Slot; BIN_SLOTS],
 }
 
@@ -63,6 +65,7 @@ impl Bin {
             len: 0,
             limit: limit_for(cap),
             credit: 0,
+            cap: cap as u32,
             slots: [EMPTY; BIN_SLOTS],
         }
     }
@@ -81,6 +84,19 @@ impl Bin {
         }
         self.credit -= 1;
         true
+    }
+
+    /// One buffer of this class as a delta of a cache's held word
+    /// (`Held::one`).
+    #[inline(always)]
+    pub(crate) fn held_one(&self) -> u64 {
+        ((self.cap as u64) << 32) | 1
+    }
+
+    /// The capacity of the class's buffers.
+    #[inline(always)]
+    pub(crate) fn cap(&self) -> usize {
+        self.cap as usize
     }
 
     #[inline(always)]

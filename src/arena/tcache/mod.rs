@@ -65,6 +65,25 @@ pub(crate) const EPOCH_STEP: u64 = 4;
 /// cache holds up to `BIN_BYTES` per class).
 pub(crate) const MIN_CAP_FOR_CACHE: usize = 64 << 20;
 
+/// An arena's first epoch: its id in the high bits (the counting part
+/// below them would need 2^30 trims to reach them), so that a cache's
+/// `seen` epoch names one arena even if another body is later made at the
+/// same address.
+pub(crate) const fn first_epoch(id: u64) -> u64 {
+    id << 32
+}
+
+/// The epoch flags for an arena's settings: caching is off when the config
+/// turns it off, under a retention cap below [`MIN_CAP_FOR_CACHE`], and in
+/// pattern mode (whose planned buffers are served and freed by the seam).
+pub(crate) const fn epoch_flags(thread_cache: bool, cap: usize, pattern_on: bool) -> u64 {
+    if !thread_cache || cap < MIN_CAP_FOR_CACHE || pattern_on {
+        NO_CACHE
+    } else {
+        0
+    }
+}
+
 /// Arenas one thread caches for at once; a thread using more arenas serves
 /// the extra ones through the shared path.
 const SLOTS: usize = 8;
@@ -77,20 +96,51 @@ static RECLAIM: AtomicU64 = AtomicU64::new(0);
 /// writer) and the arena sums under its lock.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
-    pub held_bytes: AtomicUsize,
-    pub held_buffers: AtomicUsize,
+    /// Held bytes and buffers, packed as [`Held`] (one store per hit).
+    pub held: AtomicU64,
     pub frees: AtomicU64,
     pub peak: AtomicUsize,
 }
 
+impl Counters {
+    #[inline(always)]
+    pub(crate) fn held(&self) -> Held {
+        Held(self.held.load(Relaxed))
+    }
+}
+
+/// A cache's held bytes (high half) and buffers (low half) in one word: a
+/// cache holds at most `SMALL_CLASSES * BIN_BYTES` (10 MiB) in at most
+/// `SMALL_CLASSES * BIN_SLOTS` buffers, so each half has room to spare,
+/// and a hit updates both with one add and one store.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Held(pub u64);
+
+impl Held {
+    /// One buffer of `cap` bytes, as a delta.
+    #[inline(always)]
+    pub(crate) const fn one(cap: usize) -> u64 {
+        ((cap as u64) << 32) | 1
+    }
+    #[inline(always)]
+    pub(crate) const fn bytes(self) -> usize {
+        (self.0 >> 32) as usize
+    }
+    #[inline(always)]
+    pub(crate) const fn buffers(self) -> usize {
+        (self.0 & 0xffff_ffff) as usize
+    }
+}
+
 /// What only the cache's thread touches.
 struct Own {
-    /// The arena epoch this cache has honoured.
+    /// The arena epoch this cache has honoured (its high bits are the
+    /// arena's id, so a body reused at the same address never matches).
     seen: u64,
     /// Held bytes as last added to the arena's `cached_bytes`.
     published: usize,
-    held_bytes: usize,
-    held_buffers: usize,
+    /// Held bytes and buffers ([`Held`]), mirrored in `Counters::held`.
+    held: u64,
     frees: u64,
     /// The sequence part of this cache's free stamps.
     seq: u64,
@@ -98,9 +148,11 @@ struct Own {
 }
 
 /// One thread's cache for one arena.
+#[repr(C)]
 pub(crate) struct Cache {
     /// The arena body's original pointer (from `ArenaState::owner`).
     core: *const ArenaCore,
+    /// The arena's id (`ArenaCore::id`).
     id: u64,
     pub(crate) link: Link,
     pub(crate) counters: Counters,
@@ -131,8 +183,7 @@ impl Cache {
             own: UnsafeCell::new(Own {
                 seen: u64::MAX,
                 published: 0,
-                held_bytes: 0,
-                held_buffers: 0,
+                held: 0,
                 frees: 0,
                 seq: 0,
                 bins,
@@ -152,8 +203,7 @@ impl Cache {
 
     #[inline(always)]
     fn store_counters(&self, o: &Own) {
-        self.counters.held_bytes.store(o.held_bytes, Relaxed);
-        self.counters.held_buffers.store(o.held_buffers, Relaxed);
+        self.counters.held.store(o.held, Relaxed);
     }
 
     /// Frees a cache whose thread and arena have both let go.
@@ -170,8 +220,9 @@ impl Cache {
 /// Publishes this cache's held bytes into the arena's total (under its
 /// lock), so the arena's peak tracking sees them as not live.
 fn publish(st: &mut ArenaState, o: &mut Own) {
-    st.cached_bytes = st.cached_bytes - o.published + o.held_bytes;
-    o.published = o.held_bytes;
+    let held = Held(o.held).bytes();
+    st.cached_bytes = st.cached_bytes - o.published + held;
+    o.published = held;
 }
 
 /// The thread's caches (owned; flushed when the thread exits).
@@ -214,12 +265,11 @@ fn fast_cache(core: &ArenaCore) -> Option<&Cache> {
     let p = LAST.try_with(Cell::get).ok()?;
     // SAFETY: LAST is null or a cache this thread owns and has not freed.
     let c = unsafe { p.as_ref()? };
-    if !core::ptr::eq(c.core, core) || c.id != core.id {
-        return None;
-    }
+    // The epoch's high bits are the arena's id: equal epochs and bodies
+    // mean this very arena, not another one made at the same address.
     // SAFETY: this thread's own cache, no other borrow of `own` alive.
     let seen = unsafe { (*c.own.get()).seen };
-    (core.epoch.load(Relaxed) == seen).then_some(c)
+    (core::ptr::eq(c.core, core) && core.epoch.load(Relaxed) == seen).then_some(c)
 }
 
 /// A buffer of small class `c` (aligned for `align`) from this thread's
@@ -233,7 +283,7 @@ pub(crate) fn allocate_parts(core: &ArenaCore, c: Class) -> (usize, u32, usize) 
     if let Some(cache) = fast_cache(core) {
         // SAFETY: this thread's cache; the borrow ends within this block.
         let o = unsafe { cache.own() };
-        if let Some(s) = o.bins[c].pop() {
+        if let Some(s) = o.bins.get_mut(c).and_then(Bin::pop) {
             let g = take(core, cache, o, s, c);
             return (g.ptr.as_ptr() as usize, g.block, g.cap);
         }
@@ -247,10 +297,14 @@ pub(crate) fn allocate_parts(core: &ArenaCore, c: Class) -> (usize, u32, usize) 
 /// A hit: the counters move the buffer from held to live.
 #[inline(always)]
 fn take(core: &ArenaCore, cache: &Cache, o: &mut Own, s: Slot, c: Class) -> Grant {
-    o.bins[c].note_handed_out();
-    let cap = capacity(c);
-    o.held_bytes -= cap;
-    o.held_buffers -= 1;
+    let (cap, one) = match o.bins.get_mut(c) {
+        Some(bin) => {
+            bin.note_handed_out();
+            (bin.cap(), bin.held_one())
+        }
+        None => (capacity(c), Held::one(capacity(c))), // never: `c` is small
+    };
+    o.held -= one;
     cache.store_counters(o);
     // Live bytes now: the arena's (less what caches published) less what
     // this cache holds beyond what it published. Exact on one thread.
@@ -258,7 +312,7 @@ fn take(core: &ArenaCore, cache: &Cache, o: &mut Own, s: Slot, c: Class) -> Gran
         .live_mirror
         .load(Relaxed)
         .wrapping_add(o.published)
-        .wrapping_sub(o.held_bytes);
+        .wrapping_sub(Held(o.held).bytes());
     if (live as isize) >= 0 && live > cache.counters.peak.load(Relaxed) {
         cache.counters.peak.store(live, Relaxed);
     }
@@ -276,20 +330,40 @@ fn take(core: &ArenaCore, cache: &Cache, o: &mut Own, s: Slot, c: Class) -> Gran
 /// when the shared path must take it.
 #[inline(always)]
 pub(crate) fn free(core: &ArenaCore, c: Class, addr: usize, block: u32) -> bool {
+    free_hit(core, c, addr, block) || free_miss(core, c, addr, block)
+}
+
+/// [`free`]'s hit: this thread's ready cache takes the buffer, or `false`
+/// (nothing changed) and [`free_miss`] decides.
+#[inline(always)]
+pub(crate) fn free_hit(core: &ArenaCore, c: Class, addr: usize, block: u32) -> bool {
     if let Some(cache) = fast_cache(core) {
         // SAFETY: this thread's cache; the borrow ends within this block.
         let o = unsafe { cache.own() };
-        if !o.bins[c].take_credit() {
+        let stamp = stamp(core, &mut o.seq);
+        let Some(bin) = o.bins.get_mut(c) else {
+            return false;
+        };
+        if !bin.take_credit() {
             // Not handed out by this cache: back to the arena.
             return false;
         }
-        let stamp = stamp(core, o);
-        if o.bins[c].push(Slot { addr, block, stamp }) {
-            put(cache, o, c);
+        if bin.push(Slot { addr, block, stamp }) {
+            o.held += bin.held_one();
+            o.frees += 1;
+            cache.store_counters(o);
+            cache.counters.frees.store(o.frees, Relaxed);
             return true;
         }
-        o.bins[c].note_handed_out(); // the credit goes back with the buffer
+        bin.note_handed_out(); // the credit goes back with the buffer
     }
+    false
+}
+
+/// [`free`] past the hit: the cache made ready (or refused), a full bin
+/// flushed; `false` when the shared path must take the buffer.
+#[inline(always)]
+pub(crate) fn free_miss(core: &ArenaCore, c: Class, addr: usize, block: u32) -> bool {
     free_slow(core, c, addr, block)
 }
 
@@ -297,17 +371,16 @@ pub(crate) fn free(core: &ArenaCore, c: Class, addr: usize, block: u32) -> bool 
 /// had at its last unlock, then this cache's own sequence (exact on one
 /// thread: its last unlock was this thread's).
 #[inline(always)]
-fn stamp(core: &ArenaCore, o: &mut Own) -> u64 {
+fn stamp(core: &ArenaCore, seq: &mut u64) -> u64 {
     // Wraps after 2^24 cached frees between two arena frees: order among
     // those is then approximate, nothing else.
-    o.seq = (o.seq + 1) & ((1 << STAMP_SEQ_BITS) - 1);
-    (core.clock_mirror.load(Relaxed) << STAMP_SEQ_BITS) | o.seq
+    *seq = (*seq + 1) & ((1 << STAMP_SEQ_BITS) - 1);
+    (core.clock_mirror.load(Relaxed) << STAMP_SEQ_BITS) | *seq
 }
 
 #[inline(always)]
 fn put(cache: &Cache, o: &mut Own, c: Class) {
-    o.held_bytes += capacity(c);
-    o.held_buffers += 1;
+    o.held += Held::one(o.bins[c].cap());
     o.frees += 1;
     cache.store_counters(o);
     cache.counters.frees.store(o.frees, Relaxed);
@@ -371,8 +444,7 @@ fn give_back(st: &mut ArenaState, core: &ArenaCore, o: &mut Own, c: Class, n: us
             st.stats.trimmed_bytes += bytes;
         }
     });
-    o.held_bytes -= moved * cap;
-    o.held_buffers -= moved;
+    o.held -= Held::one(cap) * moved as u64;
     st.cache_flushed += moved as u64;
     st.cached_bytes -= moved * cap;
     o.published -= moved * cap;
@@ -397,18 +469,17 @@ fn allocate_slow(core: &ArenaCore, c: Class) -> Option<Grant> {
         // Counted as held before the arena counts it as live, so the
         // arena's peak check (`note_peak`) never sees it as live.
         st.cached_bytes += cap;
-        o.held_bytes += cap;
-        cache.counters.held_bytes.store(o.held_bytes, Relaxed);
+        o.held += Held::one(cap);
+        cache.store_counters(o);
         // Size 0: nothing to materialize (a small block's tail never
         // starts a page a larger request of its class would touch).
         let Some(g) = st.take_exact(c, 0, MIN_CAPACITY, &core.os) else {
             st.cached_bytes -= cap;
-            o.held_bytes -= cap;
-            cache.counters.held_bytes.store(o.held_bytes, Relaxed);
+            o.held -= Held::one(cap);
+            cache.store_counters(o);
             break;
         };
         o.published += cap;
-        o.held_buffers += 1;
         got += 1;
         // It keeps its place in free order should it go back unused.
         let stamp = st.table.get(g.block).map_or(0, |b| b.freed_at);
@@ -448,7 +519,7 @@ fn free_slow(core: &ArenaCore, c: Class, addr: usize, block: u32) -> bool {
     let slot = Slot {
         addr,
         block,
-        stamp: stamp(core, o),
+        stamp: stamp(core, &mut o.seq),
     };
     if !o.bins[c].push(slot) {
         let mut st = core.lock();
@@ -536,7 +607,7 @@ fn reclaim_orphans(f: &Front) {
         let Some(c) = (unsafe { p.as_ref() }) else {
             continue;
         };
-        if c.counters.held_buffers.load(Relaxed) == 0 {
+        if c.counters.held().buffers() == 0 {
             continue;
         }
         // SAFETY: a non-empty cache's buffers are live in its arena, so
@@ -562,7 +633,7 @@ fn reclaim_orphans(f: &Front) {
 unsafe fn leave(c: NonNull<Cache>) {
     // SAFETY: the caller's contract.
     let cache = unsafe { c.as_ref() };
-    if cache.counters.held_buffers.load(Relaxed) == 0 {
+    if cache.counters.held().buffers() == 0 {
         if cache.link.thread_leaves() {
             // SAFETY: both sides left.
             unsafe { Cache::free(c) };
@@ -664,8 +735,9 @@ impl ArenaState {
         for p in self.caches.iter() {
             // SAFETY: see `sweep_caches`.
             let c = unsafe { p.as_ref() };
-            t.held_bytes += c.counters.held_bytes.load(Relaxed);
-            t.held_buffers += c.counters.held_buffers.load(Relaxed);
+            let h = c.counters.held();
+            t.held_bytes += h.bytes();
+            t.held_buffers += h.buffers();
             t.frees += c.counters.frees.load(Relaxed);
             t.peak = t.peak.max(c.counters.peak.load(Relaxed));
         }
