@@ -100,6 +100,34 @@ impl ArenaCore {
         self.allocate_general(size, align)
     }
 
+    /// A small buffer for `size` bytes aligned to `align` from this
+    /// thread's cache, with its class, when the cache holds one; `None`
+    /// (nothing changed) otherwise, and for anything but a small class
+    /// with an alignment up to a page. The scoped global allocator's hit.
+    #[inline(always)]
+    pub(crate) fn allocate_cached(
+        &self,
+        size: usize,
+        align: usize,
+    ) -> Option<(NonNull<u8>, usize)> {
+        if size.wrapping_sub(1) < CARVE_LIMIT && align.is_power_of_two() && align <= 4096 {
+            let eff = (size.max(align) + (align - 1)) & !(align - 1);
+            let c = class_of_classed(eff);
+            if c < SMALL_CLASSES && tcache::serves(c, align) {
+                return tcache::allocate_hit(self, c).map(|p| (p, c));
+            }
+        }
+        None
+    }
+
+    /// Returns a buffer of small class `class` at `addr` to this thread's
+    /// cache if the cache can take it now; `false` (nothing changed)
+    /// otherwise. The scoped global allocator's hit.
+    #[inline(always)]
+    pub(crate) fn free_cached(&self, class: usize, addr: usize) -> bool {
+        tcache::free_hit(self, class, addr, NIL)
+    }
+
     /// A classed request of `eff` bytes (class `c`) with the lock held:
     /// a retained buffer of the class, else the cold path.
     #[inline(never)]

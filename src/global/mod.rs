@@ -433,16 +433,11 @@ impl<B: GlobalAlloc> ScopedGlobal<B> {
     #[inline(never)]
     unsafe fn arena_dealloc(&self, owner: Owner, small: Option<usize>, ptr: *mut u8, size: usize) {
         let this = owner.0.cast::<ArenaCore>();
-        let (count, bytes) = if scope::current() == this {
-            (Counter::ReturnedInScope, Counter::ReturnedInScopeBytes)
-        } else {
-            (Counter::ReturnedOutside, Counter::ReturnedOutsideBytes)
-        };
         // SAFETY: a registered owner is a live body's original pointer: the
         // buffer at `ptr` is live, so its arena is. A pointer that is not a live
         // buffer start (a caller's bug) changes nothing.
         unsafe { ArenaCore::free_by_addr(NonNull::new_unchecked(this), ptr as usize, small) };
-        stats::note(count, Some((bytes, size)));
+        note_return(this, size);
     }
 
     /// # Safety
@@ -504,6 +499,24 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for ScopedGlobal<B> {
             // SAFETY: forwarded contract.
             return unsafe { self.backing.alloc(layout) };
         }
+        // The hit, inlined: a small buffer from this thread's cache (never
+        // while the arena grows its own metadata, which may hold the cache).
+        if !metadata::active() {
+            // SAFETY: the scope's count keeps the body alive.
+            let arena = unsafe { &*core };
+            if let Some((p, class)) = arena.allocate_cached(layout.size(), layout.align()) {
+                if owners::owned_by(p, Owner(core.cast())) {
+                    stats::note(
+                        Counter::ScopedAllocs,
+                        Some((Counter::ScopedBytes, layout.size())),
+                    );
+                    return p.as_ptr();
+                }
+                // A run whose registration failed: put it back; the general
+                // path below frees it to the arena and falls back.
+                let _ = arena.free_cached(class, p.as_ptr() as usize);
+            }
+        }
         // SAFETY: `core` is this thread's scope; the layout is the caller's.
         unsafe { self.scoped_alloc(core, layout, false) }
     }
@@ -526,6 +539,15 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for ScopedGlobal<B> {
             // SAFETY: not arena memory, so it came from the backing allocator.
             return unsafe { self.backing.dealloc(ptr, layout) };
         }
+        if let Some(class) = small {
+            let this = owner.0.cast::<ArenaCore>();
+            // SAFETY: a registered owner is a live body's original pointer,
+            // kept alive by the live buffer at `ptr` (the caller's).
+            if unsafe { &*this }.free_cached(class, ptr as usize) {
+                note_return(this, layout.size());
+                return;
+            }
+        }
         // SAFETY: `ptr` is a live allocation (caller) in `owner`'s granule.
         unsafe { self.arena_dealloc(owner, small, ptr, layout.size()) }
     }
@@ -540,6 +562,18 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for ScopedGlobal<B> {
         // SAFETY: forwarded contract; `owner` owns `ptr`'s granule.
         unsafe { self.arena_realloc(owner, small, ptr, layout, new_size) }
     }
+}
+
+/// Counts a buffer of `size` bytes given back to arena `this`: inside its
+/// scope or outside it.
+#[inline(always)]
+fn note_return(this: *mut ArenaCore, size: usize) {
+    let (count, bytes) = if scope::current() == this {
+        (Counter::ReturnedInScope, Counter::ReturnedInScopeBytes)
+    } else {
+        (Counter::ReturnedOutside, Counter::ReturnedOutsideBytes)
+    };
+    stats::note(count, Some((bytes, size)));
 }
 
 #[cfg(test)]

@@ -294,6 +294,18 @@ pub(crate) fn allocate_parts(core: &ArenaCore, c: Class) -> (usize, u32, usize) 
     }
 }
 
+/// [`allocate_parts`]'s hit alone: a buffer of small class `c` from this
+/// thread's ready cache, or `None` (nothing changed) without trying
+/// anything else.
+#[inline(always)]
+pub(crate) fn allocate_hit(core: &ArenaCore, c: Class) -> Option<NonNull<u8>> {
+    let cache = fast_cache(core)?;
+    // SAFETY: this thread's cache; the borrow ends within this function.
+    let o = unsafe { cache.own() };
+    let s = o.bins.get_mut(c).and_then(Bin::pop)?;
+    Some(take(core, cache, o, s, c).ptr)
+}
+
 /// A hit: the counters move the buffer from held to live.
 #[inline(always)]
 fn take(core: &ArenaCore, cache: &Cache, o: &mut Own, s: Slot, c: Class) -> Grant {
