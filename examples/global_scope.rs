@@ -4,16 +4,68 @@
 //! the figures side by side. Inside the scope, the 10 warm iterations should
 //! call the system allocator 0 times and take 0 new page faults.
 //!
+//! A third run, unscoped over mimalloc instead of the system allocator,
+//! is there for reference (the scoped allocator's backing switches to
+//! mimalloc for it; frees go to whichever allocator owns the pointer).
+//!
 //! `cargo run --release --example global_scope` (exits non-zero if the
 //! scoped warm iterations call the system allocator or fault).
 
+use std::alloc::{GlobalAlloc, Layout};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Instant;
 use warmarena::faults::{pre_touch_stack, FaultCounter};
 use warmarena::global::{self, CountingSystem, ScopedGlobal};
 use warmarena::ExecutionArena;
 
 #[global_allocator]
-static GLOBAL: ScopedGlobal<CountingSystem> = ScopedGlobal::over(CountingSystem);
+static GLOBAL: ScopedGlobal<Backing> = ScopedGlobal::over(Backing);
+
+/// New allocations go to mimalloc while set (the reference run).
+static USE_MIMALLOC: AtomicBool = AtomicBool::new(false);
+
+/// The scoped allocator's backing: the counting system allocator, or
+/// mimalloc during the reference run; a free goes to the allocator that
+/// owns the pointer, whichever is current.
+struct Backing;
+
+fn mimalloc_owns(p: *mut u8) -> bool {
+    // SAFETY: a query on any address; mimalloc only compares it with its
+    // own regions.
+    unsafe { libmimalloc_sys::mi_is_in_heap_region(p.cast()) }
+}
+
+// SAFETY: every call forwards to `CountingSystem` or mimalloc, each a valid
+// allocator; a block is freed or resized by the one that made it.
+unsafe impl GlobalAlloc for Backing {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        if USE_MIMALLOC.load(Relaxed) {
+            // SAFETY: forwarded contract.
+            unsafe { mimalloc::MiMalloc.alloc(l) }
+        } else {
+            // SAFETY: forwarded contract.
+            unsafe { CountingSystem.alloc(l) }
+        }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        if mimalloc_owns(p) {
+            // SAFETY: mimalloc made it.
+            unsafe { mimalloc::MiMalloc.dealloc(p, l) }
+        } else {
+            // SAFETY: the system allocator made it.
+            unsafe { CountingSystem.dealloc(p, l) }
+        }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        if mimalloc_owns(p) {
+            // SAFETY: mimalloc made it.
+            unsafe { mimalloc::MiMalloc.realloc(p, l, new) }
+        } else {
+            // SAFETY: the system allocator made it.
+            unsafe { CountingSystem.realloc(p, l, new) }
+        }
+    }
+}
 
 fn system_calls() -> u64 {
     CountingSystem::calls()
@@ -113,6 +165,10 @@ fn main() {
     let (s_cold, s_warm) = run(&doc, Some(&arena), &mut counter);
     let g1 = global::stats();
     let (u_cold, u_warm) = run(&doc, None, &mut counter);
+    USE_MIMALLOC.store(true, Relaxed);
+    one(&doc, None, &mut counter); // mimalloc's code pages
+    let (m_cold, m_warm) = run(&doc, None, &mut counter);
+    USE_MIMALLOC.store(false, Relaxed);
 
     println!(
         "serde_json: parse + walk + serialize a {:.1} MiB document, 1 cold + 10 warm iterations, faults via {:?}",
@@ -125,6 +181,7 @@ fn main() {
     for (name, cold, warm) in [
         ("scoped (arena)", s_cold, &s_warm),
         ("unscoped (system)", u_cold, &u_warm),
+        ("unscoped (mimalloc, reference)", m_cold, &m_warm),
     ] {
         println!(
             "| {name} | {} | {} | {:.2} | {} | {} | {:.2} |",
@@ -136,6 +193,13 @@ fn main() {
             median(warm.iter().map(|i| i.micros).collect()) as f64 / 1000.0
         );
     }
+    let warm_ms = |w: &[Iter]| median(w.iter().map(|i| i.micros).collect()) as f64;
+    println!();
+    println!(
+        "warm time, scoped / unscoped system: {:.2}; scoped / unscoped mimalloc: {:.2}",
+        warm_ms(&s_warm) / warm_ms(&u_warm),
+        warm_ms(&s_warm) / warm_ms(&m_warm)
+    );
     let s = arena.stats();
     println!();
     println!(
