@@ -291,12 +291,14 @@ mod tests {
             for _ in 0..waiters {
                 s.spawn(|| *lock.lock() += 1);
             }
-            // Long enough for every waiter to spin out and park.
-            std::thread::sleep(std::time::Duration::from_millis(if cfg!(miri) {
-                5
-            } else {
-                50
-            }));
+            // Hold until a waiter has spun out and parked (bounded: the
+            // assertion below reports a waiter that never parks).
+            for _ in 0..10_000 {
+                if PARKS.load(Ordering::Relaxed) > before {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
             drop(g);
         });
         assert_eq!(*lock.lock(), waiters);
