@@ -15,7 +15,7 @@ use super::metadata;
 use super::owners::Owner;
 use super::pins::{PinInfo, PinRecord};
 use super::state::{ArenaState, Grant};
-use super::tcache::{self, EPOCH_STEP, NO_CACHE, ORPHANED, SMALL_CLASSES};
+use super::tcache::{self, SMALL_CLASSES};
 use super::{ArenaConfig, ArenaKind, CARVE_LIMIT, MAX_ALIGN};
 use crate::os::OsCounters;
 use crate::size_class::{aligned_size, class_of, class_of_classed, MAX_CLASS_SIZE};
@@ -468,7 +468,7 @@ impl ArenaCore {
     pub(crate) fn trim(&self) -> usize {
         let mut st = self.lock();
         tcache::flush_own(&mut st, self);
-        let e = self.epoch.load(Relaxed) + EPOCH_STEP;
+        let e = tcache::epoch::after_trim(self.epoch.load(Relaxed));
         self.epoch.store(e, Relaxed);
         st.trim_epoch = e;
         st.trim(&self.os)
@@ -480,9 +480,8 @@ impl ArenaCore {
         let mut st = self.lock();
         tcache::flush_own(&mut st, self);
         let flags = tcache::epoch_flags(st.config.thread_cache, cap, self.pattern_on);
-        let e = self.epoch.load(Relaxed);
-        self.epoch
-            .store(((e & !NO_CACHE) + EPOCH_STEP) | flags, Relaxed);
+        let e = tcache::epoch::after_cap(self.epoch.load(Relaxed), flags);
+        self.epoch.store(e, Relaxed);
         st.set_retention_cap(cap, &self.os)
     }
 
@@ -679,7 +678,7 @@ impl Drop for CoreHandle {
                 tcache::flush_own(st, core);
                 st.orphaned = true;
                 let e = core.epoch.load(Relaxed);
-                core.epoch.store(e | ORPHANED, Relaxed);
+                core.epoch.store(tcache::epoch::orphaned(e), Relaxed);
                 if st.cached_bytes > 0 || !st.caches.is_empty() {
                     // Other threads' caches may hold its buffers.
                     tcache::note_orphaned();

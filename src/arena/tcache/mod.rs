@@ -21,7 +21,7 @@
 //!   sees while other threads run.
 //! - The arena's *epoch* word (read with one relaxed load per operation)
 //!   tells caches to give everything back: `trim` and `set_retention_cap`
-//!   advance it, an orphaned arena or a cap below [`MIN_CAP_FOR_CACHE`]
+//!   advance it, an orphaned arena or a cap below [`epoch::MIN_CAP_FOR_CACHE`]
 //!   sets a flag that turns caching off. A thread honours it at its next
 //!   operation on that arena; `trim` gives back the calling thread's own
 //!   cache at once.
@@ -34,11 +34,13 @@
 //! they were written for; `link.rs` has its own model.
 
 mod bin;
+pub(crate) mod epoch;
 mod link;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
 use self::bin::{Bin, Slot};
+pub(crate) use self::epoch::{epoch_flags, first_epoch, ORPHANED};
 use self::link::Link;
 use super::blocks::NIL;
 use super::release::STAMP_SEQ_BITS;
@@ -53,36 +55,6 @@ use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 /// The classes a thread caches: every class whose capacity is below
 /// [`CARVE_LIMIT`] (the run-carved ones).
 pub(crate) const SMALL_CLASSES: usize = class_of_classed(CARVE_LIMIT);
-
-/// Epoch flag: every handle is gone; frees go straight to the arena.
-pub(crate) const ORPHANED: u64 = 1;
-/// Epoch flag: the retention cap is too small for caching.
-pub(crate) const NO_CACHE: u64 = 2;
-/// The epoch's counting step (above the flags).
-pub(crate) const EPOCH_STEP: u64 = 4;
-/// Retention caps below this turn the front end off for the arena, so the
-/// cap keeps bounding every retained byte exactly as before (a thread's
-/// cache holds up to `BIN_BYTES` per class).
-pub(crate) const MIN_CAP_FOR_CACHE: usize = 64 << 20;
-
-/// An arena's first epoch: its id in the high bits (the counting part
-/// below them would need 2^30 trims to reach them), so that a cache's
-/// `seen` epoch names one arena even if another body is later made at the
-/// same address.
-pub(crate) const fn first_epoch(id: u64) -> u64 {
-    id << 32
-}
-
-/// The epoch flags for an arena's settings: caching is off when the config
-/// turns it off, under a retention cap below [`MIN_CAP_FOR_CACHE`], and in
-/// pattern mode (whose planned buffers are served and freed by the seam).
-pub(crate) const fn epoch_flags(thread_cache: bool, cap: usize, pattern_on: bool) -> u64 {
-    if !thread_cache || cap < MIN_CAP_FOR_CACHE || pattern_on {
-        NO_CACHE
-    } else {
-        0
-    }
-}
 
 /// Arenas one thread caches for at once; a thread using more arenas serves
 /// the extra ones through the shared path.
@@ -413,21 +385,19 @@ fn ready_cache(core: &ArenaCore) -> Option<&Cache> {
     let cache = unsafe { &*p };
     // SAFETY: this thread's cache; no other borrow of `own` is alive.
     let o = unsafe { cache.own() };
-    let e = core.epoch.load(Relaxed);
-    if e != o.seen {
+    if core.epoch.load(Relaxed) != o.seen {
         let mut st = core.lock();
-        publish(&mut st, o);
-        let trim = st.trim_epoch > o.seen;
-        flush(&mut st, core, o, usize::MAX, trim);
-        cache.store_counters(o);
         // Re-read under the lock: the epoch only moves under it.
-        let e = core.epoch.load(Relaxed);
-        if e & (ORPHANED | NO_CACHE) != 0 {
+        let due = epoch::due(o.seen, core.epoch.load(Relaxed), st.trim_epoch);
+        publish(&mut st, o);
+        flush(&mut st, core, o, usize::MAX, due.release);
+        cache.store_counters(o);
+        if !due.caching {
             // Caching is off: serve directly (the flush above emptied the
             // cache; the buffer the caller holds keeps the arena alive).
             return None;
         }
-        o.seen = e;
+        o.seen = due.seen;
     }
     let _ = LAST.try_with(|l| l.set(p));
     Some(cache)
@@ -660,7 +630,7 @@ unsafe fn leave(c: NonNull<Cache>) {
     unsafe {
         ArenaCore::locked_last_out(this, |st, core| {
             publish(st, o);
-            let trim = st.trim_epoch > o.seen;
+            let trim = epoch::due(o.seen, core.epoch.load(Relaxed), st.trim_epoch).release;
             flush(st, core, o, usize::MAX, trim);
             st.cached_bytes -= o.published;
             st.absorbed_frees += o.frees;
