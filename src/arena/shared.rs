@@ -51,6 +51,9 @@ pub(crate) struct ArenaCore {
     /// Pattern mode is on (fixed at creation): allocate and free go
     /// through `pattern::seam` first.
     pub(crate) pattern_on: bool,
+    /// Pattern mode's lock-free cursor (`pattern::fast`): unused when
+    /// pattern mode is off.
+    pub(crate) pattern_fast: super::pattern::Fast,
 }
 
 impl ArenaCore {
@@ -204,12 +207,14 @@ impl ArenaCore {
         addr: usize,
         cap: usize,
     ) -> bool {
-        if cap < CARVE_LIMIT {
-            // SAFETY: the caller guarantees `this` is live for this call.
-            let core = unsafe { this.as_ref() };
-            if !core.pattern_on && tcache::free(core, class_of_classed(cap), addr, block) {
-                return true;
-            }
+        // SAFETY: the caller guarantees `this` is live for this call.
+        let core = unsafe { this.as_ref() };
+        if core.pattern_on {
+            // SAFETY: forwarded from the caller.
+            return unsafe { Self::free_patterned(this, Some(block), addr) };
+        }
+        if cap < CARVE_LIMIT && tcache::free(core, class_of_classed(cap), addr, block) {
+            return true;
         }
         // SAFETY: forwarded contract.
         unsafe { Self::free(this, block, addr) }
@@ -382,7 +387,7 @@ impl ArenaCore {
         let t = st.cache_totals();
         let mut s = st.stats();
         if let Some(set) = &st.pattern {
-            super::pattern::seam::fill_stats(set, &mut s);
+            super::pattern::seam::fill_stats(set, &self.pattern_fast, &mut s);
         }
         drop(st);
         s.live_bytes -= t.held_bytes;
@@ -543,6 +548,7 @@ impl CoreHandle {
                 state: SpinLock::new(ArenaState::new(config)),
                 os: OsCounters::new(),
                 pattern_on: config.pattern && kind == ArenaKind::Execution,
+                pattern_fast: Default::default(),
             })
         };
         let raw = Box::into_raw(body);

@@ -41,10 +41,21 @@
 //! buffer in it is freed (`Pattern::live == 0`). Allocations of other
 //! threads, and of this thread after a deviation, come from the classes
 //! and never from the block. So no two live buffers share a byte.
+//! The lock-free hit path (`fast.rs`) changes none of this: it is the
+//! same cursor, moved by one thread at a time (the owner, between two of
+//! its locked operations), and it hands out and takes back only matching
+//! events, stopping at anything else. A planned buffer freed by another
+//! thread while the owner has the cursor leaves the live set early without
+//! moving the cursor, so the live planned buffers are a subset of `L(p)`,
+//! still pairwise disjoint; the owner's run then deviates where that free
+//! was expected. The block goes back only under the lock, never while the
+//! cursor is owned (`Pattern::block_releasable`).
 //! `tests::proptest_live_buffers_never_overlap` checks this on random runs
-//! with random deviations.
+//! with random deviations, frees and boundaries on another thread, and the
+//! last handle dropped there.
 
 mod cursor;
+pub(crate) mod fast;
 mod packing;
 mod recorder;
 pub(crate) mod seam;
@@ -53,6 +64,8 @@ mod tests;
 
 pub(crate) use cursor::BlockRef;
 use cursor::{Pattern, Served};
+use fast::Claim;
+pub(crate) use fast::Fast;
 use recorder::Recorder;
 
 /// Patterns kept per arena (least recently used goes first).
@@ -129,6 +142,7 @@ pub(crate) struct PatternSet {
     patterns: Vec<Pattern>,
     run: Run,
     clock: u64,
+    next_id: u64,
     max_events: usize,
     pub counters: PatternCounters,
 }
@@ -145,6 +159,7 @@ impl PatternSet {
             patterns: Vec::new(),
             run: Run::Idle,
             clock: 0,
+            next_id: 0,
             max_events,
             counters: PatternCounters::default(),
         }
@@ -177,8 +192,8 @@ impl PatternSet {
     /// A boundary: the run in progress ends (planned if it was learned) and
     /// `thread` starts a new one, selected by `key` or by its first request.
     /// Returns a block the arena should take back.
-    pub(crate) fn begin_run(&mut self, thread: usize, key: Option<u64>) -> Release {
-        let release = self.end_run();
+    pub(crate) fn begin_run(&mut self, thread: usize, key: Option<u64>, fast: &Fast) -> Release {
+        let release = self.end_run(fast);
         self.run = match key {
             Some(k) => self.select(thread, Key::Caller(k)),
             None => Run::Pending { thread },
@@ -186,8 +201,10 @@ impl PatternSet {
         release
     }
 
-    /// Ends the run in progress without starting another.
-    pub(crate) fn end_run(&mut self) -> Release {
+    /// Ends the run in progress without starting another. A run whose
+    /// cursor another thread owns (the caller detached its own) is told to
+    /// stop; its owner finishes it at its next locked operation.
+    pub(crate) fn end_run(&mut self, fast: &Fast) -> Release {
         match core::mem::replace(&mut self.run, Run::Idle) {
             Run::Idle | Run::Pending { .. } => None,
             Run::Learning { key, rec, .. } => {
@@ -195,19 +212,110 @@ impl PatternSet {
                 None
             }
             Run::Serving { index, .. } => {
-                let p = &mut self.patterns[index];
-                if p.finish() {
-                    self.counters.hits += 1;
-                } else {
-                    self.counters.misses += 1;
+                if self.patterns[index].owned {
+                    fast.stop();
+                    return None;
                 }
-                let r = p.block_releasable();
-                if r.is_some() {
-                    p.block = None;
-                }
-                r
+                self.finish(index)
             }
         }
+    }
+
+    /// Ends pattern `index`'s run: a hit or a miss, and its block if it
+    /// can go back.
+    fn finish(&mut self, index: usize) -> Release {
+        let p = &mut self.patterns[index];
+        if p.finish() {
+            self.counters.hits += 1;
+        } else {
+            self.counters.misses += 1;
+        }
+        let r = p.block_releasable();
+        if r.is_some() {
+            p.block = None;
+        }
+        r
+    }
+
+    /// After a locked operation of `thread`: hands the cursor to the fast
+    /// path when `thread`'s run is served, matching, its block is held and
+    /// the recording's last step is still ahead.
+    pub(crate) fn claim(&mut self, thread: usize, fast: &Fast) {
+        let Run::Serving { thread: t, index } = self.run else {
+            return;
+        };
+        if t != thread || thread == 0 || fast.owner() != 0 {
+            return;
+        }
+        let p = &mut self.patterns[index];
+        let Some(b) = p.block else {
+            return;
+        };
+        if !p.matching || p.owned || p.pos + 1 >= p.steps.len() {
+            return;
+        }
+        fast.install(
+            thread,
+            Claim {
+                steps: p.steps.as_ptr(),
+                len: p.steps.len(),
+                base: b.base,
+                pos: p.pos,
+                id: p.id,
+            },
+        );
+        p.owned = true;
+        p.foreign = 0;
+    }
+
+    /// Takes the cursor back from the fast path, under the lock, on the
+    /// owner's thread (or when the owner can no longer act, see
+    /// `fast.rs`): the pattern gets the cursor's position and live count;
+    /// a run that was ended meanwhile is finished. Returns a block to give
+    /// back.
+    pub(crate) fn detach(&mut self, fast: &Fast) -> Release {
+        let c = fast.take()?;
+        let Some(index) = self.patterns.iter().position(|p| p.id == c.id) else {
+            debug_assert!(false, "an owned pattern left the cache");
+            return None;
+        };
+        let p = &mut self.patterns[index];
+        debug_assert!(p.owned);
+        self.counters.planned_allocations += u64::from(p.planned[c.pos] - p.planned[c.from]);
+        p.live = Self::owned_live(p, c);
+        p.owned = false;
+        p.pos = c.pos;
+        p.foreign = 0;
+        let current = matches!(self.run, Run::Serving { index: i, .. } if i == index);
+        if current {
+            None
+        } else {
+            self.finish(index)
+        }
+    }
+
+    /// The planned buffers live in owned pattern `p` with its cursor at `c`.
+    fn owned_live(p: &Pattern, c: fast::Cursor) -> usize {
+        let held = p.live + p.net[c.pos] as usize - p.net[c.from] as usize;
+        debug_assert!(held >= p.foreign);
+        held.saturating_sub(p.foreign)
+    }
+
+    /// The planned buffers live in the pattern the fast path owns (`None`
+    /// when it owns none).
+    pub(crate) fn fast_live(&self, fast: &Fast) -> Option<usize> {
+        let c = fast.cursor()?;
+        let p = self.patterns.iter().find(|p| p.id == c.id)?;
+        Some(Self::owned_live(p, c))
+    }
+
+    /// Requests served at a planned offset, the fast path's included.
+    pub(crate) fn planned_allocations(&self, fast: &Fast) -> u64 {
+        let owned = fast.cursor().and_then(|c| {
+            let p = self.patterns.iter().find(|p| p.id == c.id)?;
+            Some(u64::from(p.planned[c.pos] - p.planned[c.from]))
+        });
+        self.counters.planned_allocations + owned.unwrap_or(0)
     }
 
     fn select(&mut self, thread: usize, key: Key) -> Run {
@@ -216,7 +324,7 @@ impl PatternSet {
             return self.record(thread, key);
         };
         let p = &mut self.patterns[index];
-        if p.live > 0 {
+        if p.live > 0 || p.serving || p.owned {
             // Buffers of an earlier run still live in the block.
             self.counters.misses += 1;
             return Run::Idle;
@@ -244,16 +352,18 @@ impl PatternSet {
             return;
         }
         let packed = packing::pack(&rec.events, &rec.caps, &rec.aligns);
-        let mut p = Pattern::new(key, rec.events, rec.caps, packed);
+        self.next_id += 1;
+        let mut p = Pattern::new(key, self.next_id, &rec.events, &rec.caps, packed);
         p.last_used = self.clock;
-        self.patterns.retain(|q| q.key != key || q.live > 0);
+        self.patterns
+            .retain(|q| q.key != key || q.live > 0 || q.serving || q.owned);
         if self.patterns.len() >= CACHE_LEN {
             // Evict the least recently used pattern whose block is not held.
             let victim = self
                 .patterns
                 .iter()
                 .enumerate()
-                .filter(|(_, q)| q.block.is_none())
+                .filter(|(_, q)| q.block.is_none() && !q.serving && !q.owned)
                 .min_by_key(|(_, q)| q.last_used)
                 .map(|(i, _)| i);
             match victim {
@@ -363,11 +473,13 @@ impl PatternSet {
     }
 
     /// The capacity of the live planned buffer at `addr`.
-    pub(crate) fn cap_at(&self, addr: usize) -> Option<usize> {
-        self.patterns
-            .iter()
-            .find(|p| p.holds(addr))
-            .and_then(|p| p.cap_at(addr))
+    pub(crate) fn cap_at(&self, addr: usize, fast: &Fast) -> Option<usize> {
+        let p = self.patterns.iter().find(|p| p.holds(addr))?;
+        let pos = match fast.cursor() {
+            Some(c) if p.owned => c.pos,
+            _ => p.pos,
+        };
+        p.cap_at(addr, pos)
     }
 
     /// Patterns in the cache.
