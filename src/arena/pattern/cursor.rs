@@ -109,6 +109,8 @@ pub(crate) struct Pattern {
     pub pos: usize,
     /// Consecutive runs that deviated.
     pub deviated_runs: u32,
+    /// The pattern has had a block (its first served run carved one).
+    pub carved: bool,
     /// Last use, for LRU eviction from the cache.
     pub last_used: u64,
 }
@@ -180,6 +182,7 @@ impl Pattern {
             matching: false,
             pos: 0,
             deviated_runs: 0,
+            carved: false,
             last_used: 0,
         }
     }
@@ -215,14 +218,15 @@ impl Pattern {
     }
 
     /// Matches an allocation request against the next recorded event.
-    /// `grant_block(height, align)` is called when the block is needed and
-    /// not held; `None` from it ends the match.
+    /// `grant_block()` is called when the block is needed and not held
+    /// (the set sizes it: at least this pattern's height and alignment);
+    /// `None` from it ends the match.
     #[inline]
     pub(crate) fn serve(
         &mut self,
         size: usize,
         align: usize,
-        grant_block: impl FnOnce(usize, usize) -> Option<BlockRef>,
+        grant_block: impl FnOnce() -> Option<BlockRef>,
     ) -> Served {
         debug_assert!(!self.owned);
         if !self.matching {
@@ -242,7 +246,7 @@ impl Pattern {
         }
         let base = match self.block {
             Some(b) => b.base,
-            None => match grant_block(self.height, self.align) {
+            None => match grant_block() {
                 Some(b) => {
                     self.block = Some(b);
                     b.base

@@ -123,6 +123,33 @@ enum Run {
     },
 }
 
+/// A learning run that ended, to be planned ([`plan`]).
+#[derive(Debug)]
+pub(crate) struct Learned {
+    key: Key,
+    rec: Recorder,
+}
+
+/// A planned run, for [`PatternSet::insert`]; no pattern when the run was
+/// refused.
+#[derive(Debug)]
+pub(crate) struct Planned {
+    pattern: Option<Pattern>,
+}
+
+/// Plans a learning run: pure, and the slow part of a boundary after a
+/// learning run, so the arena runs it outside its lock.
+pub(crate) fn plan(l: Learned) -> Planned {
+    if l.rec.refused {
+        return Planned { pattern: None };
+    }
+    let rec = l.rec;
+    let packed = packing::pack(&rec.events, &rec.caps, &rec.aligns);
+    Planned {
+        pattern: Some(Pattern::new(l.key, 0, &rec.events, &rec.caps, packed)),
+    }
+}
+
 /// An action the arena must take on its own blocks.
 pub(crate) type Release = Option<BlockRef>;
 
@@ -165,15 +192,19 @@ impl PatternSet {
         }
     }
 
-    /// The block requests of the cached patterns (height and alignment;
-    /// one block each).
-    pub(crate) fn block_requests(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
-        self.patterns.iter().map(|p| (p.height, p.align))
+    /// The block every pattern asks for (height and alignment): the
+    /// largest of the cached patterns', so that runs with different keys
+    /// take turns with one block (runs are served one at a time) and the
+    /// arena retains one block, not one per key.
+    pub(crate) fn block_request(&self) -> (usize, usize) {
+        self.patterns
+            .iter()
+            .fold((1, 16), |(h, a), p| (h.max(p.height), a.max(p.align)))
     }
 
-    /// Bytes of the blocks of the cached patterns.
+    /// Bytes of the block the patterns share (0 with no pattern).
     pub(crate) fn block_bytes(&self) -> usize {
-        self.patterns.iter().map(|p| p.height).sum()
+        self.patterns.iter().map(|p| p.height).max().unwrap_or(0)
     }
 
     /// Whether the run in progress is served from a pattern (its
@@ -187,18 +218,6 @@ impl PatternSet {
     #[cfg(test)]
     pub(crate) fn learning(&self) -> bool {
         matches!(self.run, Run::Learning { .. })
-    }
-
-    /// A boundary: the run in progress ends (planned if it was learned) and
-    /// `thread` starts a new one, selected by `key` or by its first request.
-    /// Returns a block the arena should take back.
-    pub(crate) fn begin_run(&mut self, thread: usize, key: Option<u64>, fast: &Fast) -> Release {
-        let release = self.end_run(fast);
-        self.run = match key {
-            Some(k) => self.select(thread, Key::Caller(k)),
-            None => Run::Pending { thread },
-        };
-        release
     }
 
     /// Ends the run in progress without starting another. A run whose
@@ -347,16 +366,28 @@ impl PatternSet {
     }
 
     fn learn(&mut self, key: Key, rec: Recorder) {
-        if rec.refused {
+        self.insert(plan(Learned { key, rec }));
+    }
+
+    /// Adds a planned pattern to the cache (least recently used out).
+    pub(crate) fn insert(&mut self, planned: Planned) {
+        let Some(mut p) = planned.pattern else {
             self.counters.refusals += 1;
             return;
-        }
-        let packed = packing::pack(&rec.events, &rec.caps, &rec.aligns);
+        };
+        let key = p.key;
         self.next_id += 1;
-        let mut p = Pattern::new(key, self.next_id, &rec.events, &rec.caps, packed);
+        p.id = self.next_id;
         p.last_used = self.clock;
+        // Another thread's run may be served meanwhile (planning happens
+        // outside the lock): keep its index right as patterns leave.
+        let serving_id = match self.run {
+            Run::Serving { index, .. } => Some(self.patterns[index].id),
+            _ => None,
+        };
         self.patterns
             .retain(|q| q.key != key || q.live > 0 || q.serving || q.owned);
+        let mut added = true;
         if self.patterns.len() >= CACHE_LEN {
             // Evict the least recently used pattern whose block is not held.
             let victim = self
@@ -370,23 +401,61 @@ impl PatternSet {
                 Some(i) => {
                     self.patterns.remove(i);
                 }
-                None => return,
+                None => added = false,
             }
         }
-        self.counters.learned += 1;
-        self.patterns.push(p);
+        if added {
+            self.counters.learned += 1;
+            self.patterns.push(p);
+        }
+        if let (Some(id), Run::Serving { index, .. }) = (serving_id, &mut self.run) {
+            match self.patterns.iter().position(|q| q.id == id) {
+                Some(i) => *index = i,
+                None => debug_assert!(false, "a served pattern left the cache"),
+            }
+        }
     }
 
-    /// An allocation request from `thread`. `grant_block(height, align)`
-    /// grants a pattern's block when it is needed.
+    /// Ends the run in progress like [`PatternSet::end_run`], except that
+    /// a learning run is handed back to be planned outside the lock (then
+    /// [`PatternSet::insert`]) rather than planned here.
+    pub(crate) fn end_run_deferred(&mut self, fast: &Fast) -> (Release, Option<Learned>) {
+        if let Run::Learning { .. } = self.run {
+            if let Run::Learning { key, rec, .. } = core::mem::replace(&mut self.run, Run::Idle) {
+                return (None, Some(Learned { key, rec }));
+            }
+        }
+        (self.end_run(fast), None)
+    }
+
+    /// Starts `thread`'s run (the previous one ended), selected by `key`
+    /// or by its first request.
+    pub(crate) fn start_run(&mut self, thread: usize, key: Option<u64>) {
+        debug_assert!(matches!(self.run, Run::Idle));
+        self.run = match key {
+            Some(k) => self.select(thread, Key::Caller(k)),
+            None => Run::Pending { thread },
+        };
+    }
+
+    /// Ends the run in progress without planning: a learning run is
+    /// dropped (the last handle is going, no run will follow).
+    pub(crate) fn end_run_unplanned(&mut self, fast: &Fast) -> Release {
+        self.end_run_deferred(fast).0
+    }
+
+    /// An allocation request from `thread`. `grant_block(height, align,
+    /// first)` grants a pattern's block when it is needed (`first`: the
+    /// pattern's first block, so the learning runs' class buffers can go).
     #[inline]
     pub(crate) fn on_allocate(
         &mut self,
         thread: usize,
         size: usize,
         align: usize,
-        grant_block: impl FnOnce(usize, usize) -> Option<BlockRef>,
+        grant_block: impl FnOnce(usize, usize, bool) -> Option<BlockRef>,
     ) -> Action {
+        let (height, block_align) = self.block_request();
         if let Run::Pending { thread: t } = self.run {
             if t != thread {
                 return Action::Ordinary { record: None };
@@ -395,7 +464,11 @@ impl PatternSet {
         }
         match &mut self.run {
             Run::Serving { thread: t, index } if *t == thread => {
-                match self.patterns[*index].serve(size, align, grant_block) {
+                let p = &mut self.patterns[*index];
+                let first = !p.carved;
+                let served = p.serve(size, align, || grant_block(height, block_align, first));
+                p.carved |= p.block.is_some();
+                match served {
                     Served::Planned { addr, cap } => {
                         self.counters.planned_allocations += 1;
                         Action::Planned { addr, cap }
@@ -422,7 +495,7 @@ impl PatternSet {
         if t != thread || p.block.is_none() {
             return None;
         }
-        Some(match p.serve(size, align, |_, _| None) {
+        Some(match p.serve(size, align, || None) {
             Served::Planned { addr, cap } => {
                 self.counters.planned_allocations += 1;
                 Action::Planned { addr, cap }

@@ -46,8 +46,14 @@ impl Sim {
     /// A boundary crossed by `thread`, as the seam does it.
     fn boundary_on(&mut self, thread: usize, key: Option<u64>) {
         self.detach_own(thread);
-        let r = self.set.begin_run(thread, key, &self.fast);
+        let (r, learned) = self.set.end_run_deferred(&self.fast);
         self.blocks_returned += r.is_some() as usize;
+        if let Some(l) = learned {
+            // Planned outside the lock in the arena: nothing else happens
+            // in between here (see `planning_outside_the_lock_...`).
+            self.set.insert(plan(l));
+        }
+        self.set.start_run(thread, key);
         self.set.claim(thread, &self.fast);
     }
 
@@ -82,7 +88,7 @@ impl Sim {
         self.detach_own(thread);
         let granted = &mut self.blocks_granted;
         let nb = &mut self.next_block;
-        let a = self.set.on_allocate(thread, size, align, |h, al| {
+        let a = self.set.on_allocate(thread, size, align, |h, al, _| {
             *granted += 1;
             *nb += 1;
             let base = BLOCK_AREA + (*granted << 32);
@@ -378,7 +384,7 @@ fn cache_keeps_the_most_recent_patterns() {
     }
     sim.boundary(None);
     assert_eq!(sim.set.len(), CACHE_LEN);
-    assert_eq!(sim.set.block_bytes(), CACHE_LEN * 64);
+    assert_eq!(sim.set.block_bytes(), 64, "one block size for every key");
 }
 
 #[test]
@@ -667,4 +673,41 @@ fn the_last_handle_on_another_thread_takes_back_the_cursor() {
         assert_eq!(sim.set.counters.misses, 1);
         assert_eq!(sim.blocks_granted, sim.blocks_returned, "holding {holding}");
     }
+}
+
+/// Planning happens outside the lock: another thread's run may start (and
+/// be served from a cached pattern) between the end of a learning run and
+/// the insertion of its plan, which may evict patterns; the served run
+/// keeps its pattern.
+#[test]
+fn planning_outside_the_lock_keeps_a_served_run_intact() {
+    let mut sim = Sim::new();
+    // Fill the cache: keys 0..CACHE_LEN, each learned once, key 0 used last.
+    for k in (0..CACHE_LEN as u64).rev() {
+        sim.boundary(Some(k));
+        let i = sim.alloc(64 * (k as usize + 1), 16);
+        sim.free(i);
+    }
+    sim.boundary(Some(0));
+    let i = sim.alloc(64, 16);
+    sim.free(i);
+    // A learning run for a new key ends; before its plan is inserted,
+    // another thread starts a run of key 0 and takes a planned buffer.
+    sim.boundary(Some(50));
+    let i = sim.alloc(4096, 16);
+    sim.free(i);
+    sim.detach_own(MAIN);
+    let (r, learned) = sim.set.end_run_deferred(&sim.fast);
+    assert!(r.is_none());
+    let learned = learned.expect("a learning run");
+    sim.set.start_run(OTHER, Some(0));
+    let a = sim.alloc_on(OTHER, 64, 16);
+    assert!(sim.live[a].2.is_none(), "served planned");
+    sim.set.insert(plan(learned));
+    assert_eq!(sim.set.len(), CACHE_LEN);
+    assert_eq!(sim.set.counters.learned, CACHE_LEN as u64 + 1);
+    sim.free_on(OTHER, a);
+    sim.boundary(None);
+    assert_eq!(sim.set.counters.hits, 2, "key 0 served twice to the end");
+    assert_eq!(sim.blocks_granted, sim.blocks_returned);
 }
