@@ -241,6 +241,22 @@ fn alternating_keys_are_both_served_planned() {
         (s.pattern_learned, s.pattern_hits, s.pattern_misses),
         (2, 10, 0)
     );
+    // The two keys took turns with one block: the arena holds one block
+    // (the larger pattern's), not one per key, and no learning buffers.
+    let block = s.pattern_block_bytes;
+    let want = request_peak(&traces[0]).max(request_peak(&traces[1]));
+    assert!(
+        block * 100 <= want * 105,
+        "block {block} vs larger peak {want}"
+    );
+    let block_cap =
+        warmarena::size_class::class_of(block).map_or(block, warmarena::size_class::capacity);
+    assert_eq!(s.live_bytes, 0);
+    assert!(
+        s.retained_bytes <= block_cap,
+        "the arena retains {} B for one block of {block} B (class capacity {block_cap} B)",
+        s.retained_bytes
+    );
 }
 
 #[test]

@@ -192,19 +192,30 @@ impl PatternSet {
         }
     }
 
-    /// The block every pattern asks for (height and alignment): the
-    /// largest of the cached patterns', so that runs with different keys
-    /// take turns with one block (runs are served one at a time) and the
-    /// arena retains one block, not one per key.
-    pub(crate) fn block_request(&self) -> (usize, usize) {
+    /// The block pattern `index` asks for (height and alignment): the
+    /// largest of its own and those of the patterns that have had a block,
+    /// so that runs with different keys take turns with one block (runs
+    /// are served one at a time) and the arena retains one block, not one
+    /// per key. A pattern learned and never served (a one-off run) does not
+    /// make the block larger.
+    pub(crate) fn block_request(&self, index: usize) -> (usize, usize) {
         self.patterns
             .iter()
-            .fold((1, 16), |(h, a), p| (h.max(p.height), a.max(p.align)))
+            .enumerate()
+            .filter(|&(i, p)| p.carved || i == index)
+            .fold((1, 16), |(h, a), (_, p)| (h.max(p.height), a.max(p.align)))
     }
 
-    /// Bytes of the block the patterns share (0 with no pattern).
+    /// Bytes of the block the patterns share: the largest height of the
+    /// patterns that have had a block (of any pattern, before one has).
     pub(crate) fn block_bytes(&self) -> usize {
-        self.patterns.iter().map(|p| p.height).max().unwrap_or(0)
+        let carved = self
+            .patterns
+            .iter()
+            .filter(|p| p.carved)
+            .map(|p| p.height)
+            .max();
+        carved.unwrap_or_else(|| self.patterns.iter().map(|p| p.height).max().unwrap_or(0))
     }
 
     /// Whether the run in progress is served from a pattern (its
@@ -369,11 +380,12 @@ impl PatternSet {
         self.insert(plan(Learned { key, rec }));
     }
 
-    /// Adds a planned pattern to the cache (least recently used out).
-    pub(crate) fn insert(&mut self, planned: Planned) {
+    /// Adds a planned pattern to the cache (least recently used out);
+    /// `true` when it was added.
+    pub(crate) fn insert(&mut self, planned: Planned) -> bool {
         let Some(mut p) = planned.pattern else {
             self.counters.refusals += 1;
-            return;
+            return false;
         };
         let key = p.key;
         self.next_id += 1;
@@ -414,6 +426,7 @@ impl PatternSet {
                 None => debug_assert!(false, "a served pattern left the cache"),
             }
         }
+        added
     }
 
     /// Ends the run in progress like [`PatternSet::end_run`], except that
@@ -455,27 +468,29 @@ impl PatternSet {
         align: usize,
         grant_block: impl FnOnce(usize, usize, bool) -> Option<BlockRef>,
     ) -> Action {
-        let (height, block_align) = self.block_request();
         if let Run::Pending { thread: t } = self.run {
             if t != thread {
                 return Action::Ordinary { record: None };
             }
             self.run = self.select(thread, Key::First { size, align });
         }
-        match &mut self.run {
-            Run::Serving { thread: t, index } if *t == thread => {
-                let p = &mut self.patterns[*index];
+        if let Run::Serving { thread: t, index } = self.run {
+            if t == thread {
+                let (height, block_align) = self.block_request(index);
+                let p = &mut self.patterns[index];
                 let first = !p.carved;
                 let served = p.serve(size, align, || grant_block(height, block_align, first));
                 p.carved |= p.block.is_some();
-                match served {
+                return match served {
                     Served::Planned { addr, cap } => {
                         self.counters.planned_allocations += 1;
                         Action::Planned { addr, cap }
                     }
                     Served::Ordinary => Action::Ordinary { record: None },
-                }
+                };
             }
+        }
+        match &mut self.run {
             Run::Learning { thread: t, rec, .. } if *t == thread => Action::Ordinary {
                 record: rec.alloc(size, align),
             },

@@ -37,19 +37,6 @@ fn thread_token() -> usize {
     TOKEN.try_with(|t| t as *const u8 as usize).unwrap_or(0)
 }
 
-/// Gives the system heap's free memory back after planning: the planner's
-/// search allocates and frees many small nodes, which the C library would
-/// otherwise keep (about 1 MiB of RSS per learned pattern, measured). Once
-/// per learned run, never on a warm run.
-fn release_heap() {
-    #[cfg(all(target_os = "linux", target_env = "gnu", not(miri)))]
-    // SAFETY: `malloc_trim` only gives free heap pages back; it has no
-    // precondition.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
 impl ArenaCore {
     /// Serves a request with the lock held, as the ordinary paths would.
     fn grant_locked(
@@ -172,12 +159,10 @@ impl ArenaCore {
         let _m = (!set.serving()).then(metadata::enter);
         let action = set.on_allocate(thread, size, align, |height, align, first| {
             if first {
-                // A pattern's first block: the buffers the learning runs
-                // used are retained in their classes, and the block
-                // replaces them. Give them back first (this run pays these
-                // system calls; later runs hit the block), so the block
-                // can take their place, keeping the block's own class. A
-                // run that deviates later takes class buffers anew.
+                // A pattern's first block may be larger than the one the
+                // other keys used so far: keep only the new block's class
+                // (the learning buffers went at the learning boundary), so
+                // the arena retains one block, not one per size.
                 let keep = aligned_size(height, align).and_then(class_of);
                 st.trim_classes(|c| Some(c) == keep, &self.os);
             }
@@ -316,7 +301,16 @@ impl ArenaCore {
             self.detach_own(&mut st, &mut set, thread);
             if let Some(p) = planned.take() {
                 let _m = metadata::enter();
-                set.insert(p);
+                if set.insert(p) {
+                    // A new pattern: the buffers its learning run used are
+                    // retained in their classes, and its block will replace
+                    // them. Give them back now (this boundary pays these
+                    // system calls), so the block takes their place rather
+                    // than opening more memory, and no partly touched
+                    // learning buffer is left for the block's class. Runs
+                    // that deviate later take class buffers anew.
+                    st.trim_classes(|_| false, &self.os);
+                }
             }
             let (r, learned) = if pass < 3 {
                 set.end_run_deferred(&self.pattern_fast)
@@ -337,7 +331,6 @@ impl ArenaCore {
                     drop(st);
                     let _m = metadata::enter();
                     planned = Some(super::plan(l));
-                    release_heap();
                 }
             }
         }

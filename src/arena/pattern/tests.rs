@@ -22,6 +22,8 @@ struct Sim {
     fast: Fast,
     /// Events the lock-free path served.
     fast_hits: usize,
+    /// Heights of the blocks granted, in order.
+    requests: Vec<usize>,
     next_block: u32,
     next_addr: usize,
     blocks_granted: usize,
@@ -88,7 +90,9 @@ impl Sim {
         self.detach_own(thread);
         let granted = &mut self.blocks_granted;
         let nb = &mut self.next_block;
+        let requests = &mut self.requests;
         let a = self.set.on_allocate(thread, size, align, |h, al, _| {
+            requests.push(h);
             *granted += 1;
             *nb += 1;
             let base = BLOCK_AREA + (*granted << 32);
@@ -710,4 +714,37 @@ fn planning_outside_the_lock_keeps_a_served_run_intact() {
     sim.boundary(None);
     assert_eq!(sim.set.counters.hits, 2, "key 0 served twice to the end");
     assert_eq!(sim.blocks_granted, sim.blocks_returned);
+}
+
+/// Alternating keys of different heights take turns with one block size
+/// (the larger), once both have been served; a key learned once and never
+/// served (a one-off run) does not make the block larger.
+#[test]
+fn alternating_keys_share_one_block_size() {
+    let mut sim = Sim::new();
+    let run = |sim: &mut Sim, size: usize| {
+        let a = sim.alloc(size, 16);
+        let b = sim.alloc(size, 16);
+        sim.free(b);
+        sim.free(a);
+    };
+    sim.boundary(Some(9));
+    run(&mut sim, 1 << 20);
+    for r in 0..8u64 {
+        sim.boundary(Some(r % 2));
+        run(&mut sim, if r % 2 == 0 { 1000 } else { 3000 });
+    }
+    sim.boundary(None);
+    assert_eq!(sim.set.counters.hits, 6);
+    assert_eq!(
+        sim.requests[0],
+        2 * 1008,
+        "the first block: its own pattern's"
+    );
+    assert!(
+        sim.requests[1..].iter().all(|&h| h == 2 * 3008),
+        "then the larger of the two, never the one-off's: {:?}",
+        sim.requests
+    );
+    assert_eq!(sim.set.block_bytes(), 2 * 3008);
 }
