@@ -3,7 +3,10 @@
 //!
 //! An arena with pattern mode on (`ArenaConfig::pattern`) checks one
 //! constant flag at the top of `allocate` and `free` and comes here; an
-//! arena without it never does. Planned buffers carry the block index
+//! arena without it never does. Here a hit of the thread that owns the
+//! run's cursor is served inline without the lock (`fast.rs`); everything
+//! else takes the lock, takes the cursor back first and may hand it over
+//! again at the end (`PatternSet::detach`, `PatternSet::claim`). Planned buffers carry the block index
 //! [`PLANNED_BLOCK`], so their free is recognised by one comparison; the
 //! by-address paths (the scoped global allocator) find them by an address
 //! range check against the held blocks.
