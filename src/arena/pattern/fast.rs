@@ -37,6 +37,11 @@
 use super::cursor::{request_tag, Step};
 use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering::*};
 
+/// The token of a thread that can own no cursor (one whose thread-locals
+/// are gone): never installed, so it never matches `owner`. Owner 0 means
+/// none; real tokens are addresses, neither 0 nor this.
+pub(crate) const NO_THREAD: usize = usize::MAX;
+
 /// The cursor of the run served lock-free, if any.
 #[derive(Debug, Default)]
 pub(crate) struct Fast {
@@ -100,7 +105,7 @@ impl Fast {
 
     /// Hands the cursor to `thread` (under the lock, on that thread).
     pub(crate) fn install(&self, thread: usize, c: Claim) {
-        debug_assert!(thread != 0 && self.owner() == 0 && c.len > 0);
+        debug_assert!(thread != 0 && thread != NO_THREAD && self.owner() == 0 && c.len > 0);
         self.steps.store(c.steps.cast_mut(), Relaxed);
         self.last.store(c.len - 1, Relaxed);
         self.base.store(c.base, Relaxed);
@@ -120,6 +125,8 @@ impl Fast {
 
     /// The step at `pos` if `thread` owns the cursor and `pos` is before
     /// the recording's last step (and the owner was not told to stop).
+    /// `thread` is a real token or [`NO_THREAD`], never 0, so with no owner
+    /// nothing here is read past `owner`.
     #[inline(always)]
     fn step(&self, thread: usize) -> Option<(usize, Step)> {
         if self.owner.load(Relaxed) != thread {

@@ -274,7 +274,7 @@ impl PatternSet {
         let Run::Serving { thread: t, index } = self.run else {
             return;
         };
-        if t != thread || thread == 0 || fast.owner() != 0 {
+        if t != thread || thread == 0 || thread == fast::NO_THREAD || fast.owner() != 0 {
             return;
         }
         let p = &mut self.patterns[index];

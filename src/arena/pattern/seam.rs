@@ -18,6 +18,7 @@
 //! live, so a planned buffer keeps its arena alive like any buffer.
 
 use super::cursor::planned_len;
+use super::fast::NO_THREAD;
 use super::{Action, BlockRef, Fast, PatternSet, Release};
 use crate::arena::error::ArenaError;
 use crate::arena::metadata;
@@ -34,10 +35,14 @@ thread_local! {
     static TOKEN: u8 = const { 0 };
 }
 
-/// A number that tells this thread from every other live thread.
+/// A number that tells this thread from every other live thread (an
+/// address, so never 0); [`NO_THREAD`] once the thread's locals are gone,
+/// which never owns a cursor.
 #[inline]
 fn thread_token() -> usize {
-    TOKEN.try_with(|t| t as *const u8 as usize).unwrap_or(0)
+    TOKEN
+        .try_with(|t| t as *const u8 as usize)
+        .unwrap_or(NO_THREAD)
 }
 
 impl ArenaCore {

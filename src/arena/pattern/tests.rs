@@ -748,3 +748,26 @@ fn alternating_keys_share_one_block_size() {
     );
     assert_eq!(sim.set.block_bytes(), 2 * 3008);
 }
+
+/// A thread whose locals are gone (token `NO_THREAD`) is never served by
+/// the fast path, whether a cursor is owned or not, and never claims one.
+#[test]
+fn a_thread_without_a_token_never_takes_the_fast_path() {
+    let mut sim = Sim::new();
+    assert_eq!(sim.fast.try_alloc(fast::NO_THREAD, 64, 16), None);
+    assert!(!sim.fast.try_free(fast::NO_THREAD, 4096));
+    for _ in 0..2 {
+        sim.boundary_on(fast::NO_THREAD, Some(7));
+        for _ in 0..4 {
+            let i = sim.alloc_on(fast::NO_THREAD, 64, 16);
+            sim.free_on(fast::NO_THREAD, i);
+        }
+        assert_eq!(sim.fast.owner(), 0);
+    }
+    assert_eq!(sim.fast_hits, 0);
+    learned_pairs(&mut sim, 4);
+    let i = sim.alloc(256, 16);
+    assert_eq!(sim.fast.owner(), MAIN);
+    assert_eq!(sim.fast.try_alloc(fast::NO_THREAD, 256, 16), None);
+    sim.free(i);
+}
