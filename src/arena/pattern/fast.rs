@@ -7,7 +7,7 @@
 //! itself (`PatternSet::claim` at the end of one of its locked operations,
 //! `PatternSet::detach` at the start of the next), with one exception made
 //! safe below. So a thread that reads its own token there owns the cursor
-//! until it takes the lock again: nobody else writes `pos` or `live`, and
+//! until it takes the lock again: nobody else writes its position, and
 //! the pattern (its steps, its block) cannot go away, because a pattern
 //! that is `owned` is never evicted, relearned or given back.
 //!
@@ -46,18 +46,18 @@ pub(crate) const NO_THREAD: usize = usize::MAX;
 #[derive(Debug, Default)]
 pub(crate) struct Fast {
     owner: AtomicUsize,
-    /// The pattern's steps (`Pattern::steps`, unchanged while owned).
-    steps: AtomicPtr<Step>,
-    /// The position of the recording's last step: it goes through the lock
-    /// (which ends the ownership), so a finished run owns nothing. 0 when
-    /// another thread told the owner to stop (under the lock).
-    last: AtomicUsize,
+    /// The next step: the only thing the owner writes. What it handed out
+    /// and holds follows from the pattern's prefix counts (`Pattern::planned`,
+    /// `Pattern::net`) between `from` and this position.
+    cur: AtomicPtr<Step>,
+    /// The recording's last step: it goes through the lock (which ends the
+    /// ownership), so a finished run owns nothing. Null when another
+    /// thread told the owner to stop (under the lock).
+    last: AtomicPtr<Step>,
     base: AtomicUsize,
-    /// Events matched so far: the only thing the owner writes. What it
-    /// handed out and holds follows from the pattern's prefix counts
-    /// (`Pattern::planned`, `Pattern::net`) between `from` and `pos`.
-    pos: AtomicUsize,
-    /// `pos` at the claim.
+    /// The pattern's first step (`Pattern::steps`, unchanged while owned).
+    steps: AtomicPtr<Step>,
+    /// The position at the claim.
     from: AtomicUsize,
     /// The owned pattern's `Pattern::id`.
     id: AtomicU64,
@@ -91,25 +91,30 @@ impl Fast {
     /// The owned cursor, read by any thread under the lock (acquire: pairs
     /// with the release store of the owner's frees, see the module doc).
     pub(crate) fn cursor(&self) -> Option<Cursor> {
-        (self.owner() != 0).then(|| Cursor {
-            id: self.id.load(Relaxed),
-            from: self.from.load(Relaxed),
-            pos: self.pos.load(Acquire),
+        (self.owner() != 0).then(|| {
+            let cur = self.cur.load(Acquire) as usize;
+            let first = self.steps.load(Relaxed) as usize;
+            Cursor {
+                id: self.id.load(Relaxed),
+                from: self.from.load(Relaxed),
+                pos: (cur - first) / core::mem::size_of::<Step>(),
+            }
         })
     }
 
     /// Tells the owner to stop (its run was ended by another thread).
     pub(crate) fn stop(&self) {
-        self.last.store(0, Relaxed);
+        self.last.store(core::ptr::null_mut(), Relaxed);
     }
 
     /// Hands the cursor to `thread` (under the lock, on that thread).
     pub(crate) fn install(&self, thread: usize, c: Claim) {
         debug_assert!(thread != 0 && thread != NO_THREAD && self.owner() == 0 && c.len > 0);
-        self.steps.store(c.steps.cast_mut(), Relaxed);
-        self.last.store(c.len - 1, Relaxed);
+        let steps = c.steps.cast_mut();
+        self.steps.store(steps, Relaxed);
+        self.last.store(steps.wrapping_add(c.len - 1), Relaxed);
         self.base.store(c.base, Relaxed);
-        self.pos.store(c.pos, Relaxed);
+        self.cur.store(steps.wrapping_add(c.pos), Relaxed);
         self.from.store(c.pos, Relaxed);
         self.id.store(c.id, Relaxed);
         self.owner.store(thread, Relaxed);
@@ -123,25 +128,25 @@ impl Fast {
         c
     }
 
-    /// The step at `pos` if `thread` owns the cursor and `pos` is before
+    /// The next step if `thread` owns the cursor and it is before
     /// the recording's last step (and the owner was not told to stop).
     /// `thread` is a real token or [`NO_THREAD`], never 0, so with no owner
     /// nothing here is read past `owner`.
     #[inline(always)]
-    fn step(&self, thread: usize) -> Option<(usize, Step)> {
+    fn step(&self, thread: usize) -> Option<(*mut Step, Step)> {
         if self.owner.load(Relaxed) != thread {
             return None;
         }
-        let pos = self.pos.load(Relaxed);
-        if pos >= self.last.load(Relaxed) {
+        let cur = self.cur.load(Relaxed);
+        if cur as usize >= self.last.load(Relaxed) as usize {
             return None;
         }
         // SAFETY: `thread` owns the cursor, so the pattern whose steps
-        // `steps` points at is owned: never dropped nor changed until the
-        // owner (this thread) detaches under the lock; `pos` is below its
-        // last index.
-        let s = unsafe { *self.steps.load(Relaxed).add(pos) };
-        Some((pos, s))
+        // `cur` points into is owned: never dropped nor changed until the
+        // owner (this thread) detaches under the lock; `cur` is before its
+        // last step, so in bounds.
+        let s = unsafe { *cur };
+        Some((cur, s))
     }
 
     /// An allocation request of `thread`: `(address, capacity)` when it is
@@ -154,12 +159,12 @@ impl Fast {
         align: usize,
     ) -> Option<(usize, usize)> {
         let tag = request_tag(size, align)?;
-        let (pos, s) = self.step(thread)?;
+        let (cur, s) = self.step(thread)?;
         // An unplanned step's tag carries `UNPLANNED_TAG`: it never equals.
         if s.tag != tag {
             return None;
         }
-        self.pos.store(pos + 1, Relaxed);
+        self.cur.store(cur.wrapping_add(1), Relaxed);
         Some((self.base.load(Relaxed) + s.off, s.cap()))
     }
 
@@ -167,7 +172,7 @@ impl Fast {
     /// next recorded event (done); `false` sends it to the lock.
     #[inline(always)]
     pub(crate) fn try_free(&self, thread: usize, addr: usize) -> bool {
-        let Some((pos, s)) = self.step(thread) else {
+        let Some((cur, s)) = self.step(thread) else {
             return false;
         };
         if s.tag != 0 || self.base.load(Relaxed).wrapping_add(s.off) != addr {
@@ -175,7 +180,7 @@ impl Fast {
         }
         // The free's only write, release: a thread that reads it (acquire)
         // sees the free done (see the module doc).
-        self.pos.store(pos + 1, Release);
+        self.cur.store(cur.wrapping_add(1), Release);
         true
     }
 }
