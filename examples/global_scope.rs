@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Instant;
 use warmarena::faults::{pre_touch_stack, FaultCounter};
 use warmarena::global::{self, CountingSystem, ScopedGlobal};
-use warmarena::ExecutionArena;
+use warmarena::{ArenaConfig, ExecutionArena};
 
 #[global_allocator]
 static GLOBAL: ScopedGlobal<Backing> = ScopedGlobal::over(Backing);
@@ -165,6 +165,10 @@ fn main() {
     let (s_cold, s_warm) = run(&doc, Some(&arena), &mut counter);
     let g1 = global::stats();
     let (u_cold, u_warm) = run(&doc, None, &mut counter);
+    // Pattern mode: the same scoped runs on an arena that learns the first
+    // run and serves the next ones from one planned block.
+    let pattern = ExecutionArena::with_config(ArenaConfig::default().pattern(true));
+    let (p_cold, p_warm) = run(&doc, Some(&pattern), &mut counter);
     USE_MIMALLOC.store(true, Relaxed);
     one(&doc, None, &mut counter); // mimalloc's code pages
     let (m_cold, m_warm) = run(&doc, None, &mut counter);
@@ -181,6 +185,7 @@ fn main() {
     for (name, cold, warm) in [
         ("scoped (arena)", s_cold, &s_warm),
         ("unscoped (system)", u_cold, &u_warm),
+        ("scoped (pattern arena)", p_cold, &p_warm),
         ("unscoped (mimalloc, reference)", m_cold, &m_warm),
     ] {
         println!(
@@ -217,6 +222,27 @@ fn main() {
         g1.metadata_allocs - g0.metadata_allocs,
         g1.realloc_in_place - g0.realloc_in_place,
         g1.realloc_moved - g0.realloc_moved
+    );
+    let p = pattern.stats();
+    let held =
+        |s: &warmarena::ArenaStats| (s.live_bytes + s.retained_bytes) as f64 / (1 << 20) as f64;
+    println!(
+        "held after the runs (live + retained): arena {:.2} MiB, pattern arena {:.2} MiB (block {:.2} MiB); \
+         the workload's live peak (arena) {:.2} MiB: held / peak {:.2} and {:.2}",
+        held(&s),
+        held(&p),
+        p.pattern_block_bytes as f64 / (1 << 20) as f64,
+        s.peak_live_bytes as f64 / (1 << 20) as f64,
+        held(&s) * (1 << 20) as f64 / s.peak_live_bytes as f64,
+        held(&p) * (1 << 20) as f64 / s.peak_live_bytes as f64,
+    );
+    println!(
+        "pattern arena: {} learned, {} hits, {} misses, {} planned allocations, {} cold allocations",
+        p.pattern_learned,
+        p.pattern_hits,
+        p.pattern_misses,
+        p.pattern_planned_allocations,
+        p.cold_allocations
     );
     let warm_calls: u64 = s_warm.iter().map(|i| i.system_calls).sum();
     let warm_faults: u64 = s_warm.iter().map(|i| i.faults).sum();

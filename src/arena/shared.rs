@@ -51,6 +51,9 @@ pub(crate) struct ArenaCore {
     /// Pattern mode is on (fixed at creation): allocate and free go
     /// through `pattern::seam` first.
     pub(crate) pattern_on: bool,
+    /// Pattern mode's lock-free cursor (`pattern::fast`): unused when
+    /// pattern mode is off.
+    pub(crate) pattern_fast: super::pattern::Fast,
 }
 
 impl ArenaCore {
@@ -246,13 +249,14 @@ impl ArenaCore {
         addr: usize,
         cap: usize,
     ) -> bool {
-        if cap < CARVE_LIMIT {
-            // SAFETY: the caller guarantees `this` is live for this call.
-            let core = unsafe { this.as_ref() };
-            // A pattern-mode arena has no caches: this misses for it.
-            if tcache::free_hit(core, class_of_classed(cap), addr, block) {
-                return true;
-            }
+        // SAFETY: the caller guarantees `this` is live for this call.
+        let core = unsafe { this.as_ref() };
+        if core.pattern_on {
+            // SAFETY: forwarded from the caller.
+            return unsafe { Self::free_patterned(this, Some(block), addr) };
+        }
+        if cap < CARVE_LIMIT && tcache::free_hit(core, class_of_classed(cap), addr, block) {
+            return true;
         }
         // SAFETY: forwarded contract.
         unsafe { Self::free_sized_slow(this, block, addr, cap) }
@@ -262,7 +266,7 @@ impl ArenaCore {
     /// the hit inlined into its callers stays small.
     ///
     /// # Safety
-    /// As for [`ArenaCore::free`].
+    /// As for [`ArenaCore::free`]; the arena is not in pattern mode.
     #[inline(never)]
     unsafe fn free_sized_slow(
         this: NonNull<ArenaCore>,
@@ -273,7 +277,7 @@ impl ArenaCore {
         if cap < CARVE_LIMIT {
             // SAFETY: the caller guarantees `this` is live for this call.
             let core = unsafe { this.as_ref() };
-            if !core.pattern_on && tcache::free_miss(core, class_of_classed(cap), addr, block) {
+            if tcache::free_miss(core, class_of_classed(cap), addr, block) {
                 return true;
             }
         }
@@ -448,7 +452,7 @@ impl ArenaCore {
         let t = st.cache_totals();
         let mut s = st.stats();
         if let Some(set) = &st.pattern {
-            super::pattern::seam::fill_stats(set, &mut s);
+            super::pattern::seam::fill_stats(set, &self.pattern_fast, &mut s);
         }
         drop(st);
         s.live_bytes -= t.held_bytes;
@@ -607,6 +611,7 @@ impl CoreHandle {
                 state: SpinLock::new(ArenaState::new(config)),
                 os: OsCounters::new(),
                 pattern_on,
+                pattern_fast: Default::default(),
             })
         };
         let raw = Box::into_raw(body);

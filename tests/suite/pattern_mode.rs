@@ -241,6 +241,22 @@ fn alternating_keys_are_both_served_planned() {
         (s.pattern_learned, s.pattern_hits, s.pattern_misses),
         (2, 10, 0)
     );
+    // The two keys took turns with one block: the arena holds one block
+    // (the larger pattern's), not one per key, and no learning buffers.
+    let block = s.pattern_block_bytes;
+    let want = request_peak(&traces[0]).max(request_peak(&traces[1]));
+    assert!(
+        block * 100 <= want * 105,
+        "block {block} vs larger peak {want}"
+    );
+    let block_cap =
+        warmarena::size_class::class_of(block).map_or(block, warmarena::size_class::capacity);
+    assert_eq!(s.live_bytes, 0);
+    assert!(
+        s.retained_bytes <= block_cap,
+        "the arena retains {} B for one block of {block} B (class capacity {block_cap} B)",
+        s.retained_bytes
+    );
 }
 
 #[test]
@@ -368,4 +384,68 @@ fn run_context_clear_is_a_run_boundary() {
     }
     ctx.clear();
     assert_eq!(exec.stats().pattern_hits, 3);
+}
+
+/// The lock-free hit path with other threads: planned buffers handed to
+/// another thread and freed there, a boundary crossed there mid-run, and
+/// the last handle dropped there while the run's thread still holds a
+/// planned buffer. Contents stay intact and the arena stays consistent.
+#[test]
+fn other_threads_free_planned_buffers_and_end_runs() {
+    let arena = pattern_arena();
+    for _ in 0..2 {
+        arena.begin_run_keyed(1);
+        for i in 0..64u64 {
+            let mut a = arena.allocate(4096, 64).unwrap();
+            fill(a.as_mut_slice(), i);
+            assert!(check(a.as_slice(), i));
+        }
+    }
+    arena.begin_run_keyed(1);
+    assert_eq!(arena.stats().pattern_hits, 1);
+    // Planned buffers freed on another thread (they keep their contents
+    // until then): the run deviates where its own free was expected.
+    let mut kept = Vec::new();
+    for i in 0..3u64 {
+        let mut a = arena.allocate(4096, 64).unwrap();
+        fill(a.as_mut_slice(), 100 + i);
+        kept.push((a, 100 + i));
+        if i < 2 {
+            let (a, s) = kept.pop().unwrap();
+            std::thread::scope(|sc| {
+                sc.spawn(move || {
+                    assert!(check(a.as_slice(), s));
+                    drop(a);
+                });
+            });
+        }
+    }
+    // The first was planned; the second request came where the recording
+    // has this thread's free of the first: the run deviated there.
+    assert_eq!(arena.stats().pattern_planned_allocations, 64 + 1);
+    arena.check_invariants().unwrap();
+    // A boundary on another thread ends this thread's run.
+    std::thread::scope(|sc| {
+        sc.spawn(|| arena.begin_run_keyed(2));
+    });
+    let mut b = arena.allocate(4096, 64).unwrap();
+    fill(b.as_mut_slice(), 7);
+    for (a, s) in kept.drain(..) {
+        assert!(check(a.as_slice(), s));
+    }
+    assert!(check(b.as_slice(), 7));
+    drop(b);
+    arena.begin_run_keyed(1);
+    assert_eq!(arena.stats().pattern_misses, 1);
+    // Served again from its block; the last handle goes on another thread
+    // while this thread holds a planned buffer.
+    let before = arena.stats().pattern_planned_allocations;
+    let mut c = arena.allocate(4096, 64).unwrap();
+    fill(c.as_mut_slice(), 9);
+    assert_eq!(arena.stats().pattern_planned_allocations, before + 1);
+    std::thread::scope(|sc| {
+        sc.spawn(move || drop(arena));
+    });
+    assert!(check(c.as_slice(), 9));
+    drop(c);
 }

@@ -1,6 +1,6 @@
-//! One learned pattern: the recorded events, the planned offsets, the block
-//! they live in while a run uses it, and the O(1) cursor that matches a run
-//! against the recording.
+//! One learned pattern: the recorded run as a stream of steps (each with
+//! its planned offset), the block the buffers live in while a run uses it,
+//! and the O(1) cursor that matches a run against the recording.
 
 use super::packing::{Packed, UNPLANNED};
 use super::recorder::Event;
@@ -13,6 +13,54 @@ pub(crate) struct BlockRef {
     pub index: u32,
     /// Its first byte.
     pub base: usize,
+}
+
+/// The bytes a planned buffer gets for a request of `size`: 16-byte
+/// granules (the arena's smallest capacity step).
+#[inline(always)]
+pub(crate) fn planned_len(size: usize) -> usize {
+    size.saturating_add(15) & !15
+}
+
+/// Requests at or above this size have no tag (no arena serves them).
+const TAGGED_SIZES: usize = 1 << 57;
+
+/// An allocation request in one word: the size above six bits of
+/// `log2(align) + 1` (never 0, so 0 can mark a free); `None` for sizes no
+/// tag holds (never recorded: no arena grants them).
+#[inline(always)]
+pub(crate) fn request_tag(size: usize, align: usize) -> Option<usize> {
+    (size < TAGGED_SIZES).then(|| (size << 6) | (align.trailing_zeros() as usize + 1))
+}
+
+/// Set in the tag of an unplanned allocation's step: no request tag has
+/// it, so the fast path's one comparison sends such a step to the lock.
+pub(crate) const UNPLANNED_TAG: usize = 1 << 63;
+
+/// One recorded event with what serving it needs, in 16 bytes: the cursor
+/// reads one step per event, front to back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Step {
+    /// The request's [`request_tag`] (with [`UNPLANNED_TAG`] set when it
+    /// has no offset); 0 marks a free.
+    pub tag: usize,
+    /// The buffer's planned offset (the one allocated or freed), or
+    /// [`UNPLANNED`].
+    pub off: usize,
+}
+
+impl Step {
+    /// The capacity handed out for this allocation step.
+    #[inline(always)]
+    pub(crate) fn cap(&self) -> usize {
+        planned_len((self.tag & !UNPLANNED_TAG) >> 6)
+    }
+
+    /// Whether this step is the allocation with tag `tag`, planned or not.
+    #[inline]
+    pub(crate) fn is_alloc(&self, tag: usize) -> bool {
+        self.tag & !UNPLANNED_TAG == tag
+    }
 }
 
 /// What the cursor says about one allocation request.
@@ -28,54 +76,113 @@ pub(crate) enum Served {
 #[derive(Debug)]
 pub(crate) struct Pattern {
     pub key: Key,
-    events: Vec<Event>,
-    offsets: Vec<usize>,
-    caps: Vec<usize>,
-    /// Planned allocations sorted by (offset, index): finds the live buffer
-    /// at an address (at most one at a time per offset).
-    by_offset: Vec<(usize, u32)>,
+    /// Unique in its set: names the pattern while its indices move.
+    pub id: u64,
+    /// The recording, one step per event. Never changed after `new`: the
+    /// fast path reads it through a raw pointer while it owns the run.
+    pub steps: Vec<Step>,
+    /// Per position `i` (0 to `steps.len()`): planned allocations and
+    /// planned allocations less frees among `steps[..i]`. A cursor that
+    /// moved from `a` to `b` handed out `planned[b] - planned[a]` buffers
+    /// and holds `net[b] - net[a]` more, so the fast path keeps only its
+    /// position.
+    pub planned: Vec<u32>,
+    pub net: Vec<u32>,
+    /// Planned allocations sorted by (offset, event position, capacity):
+    /// finds the live buffer at an address (the latest handed out there).
+    by_offset: Vec<(usize, u32, usize)>,
     pub height: usize,
     pub align: usize,
     pub block: Option<BlockRef>,
-    /// Planned buffers handed out and not yet freed.
+    /// Planned buffers handed out and not yet freed (stale while `owned`).
     pub live: usize,
     /// A run is being served from this pattern now.
     pub serving: bool,
+    /// The fast path owns the cursor (`fast::Fast`): `pos` and `live` are
+    /// its, and frees by other threads are counted in `foreign`.
+    pub owned: bool,
+    /// Planned buffers freed by other threads while `owned`.
+    pub foreign: usize,
     /// Every event of the current (or last) run so far matched.
     pub matching: bool,
-    pos: usize,
-    next_k: u32,
+    /// Events of the current run matched so far.
+    pub pos: usize,
     /// Consecutive runs that deviated.
     pub deviated_runs: u32,
+    /// The pattern has had a block (its first served run carved one).
+    pub carved: bool,
     /// Last use, for LRU eviction from the cache.
     pub last_used: u64,
 }
 
 impl Pattern {
-    pub(crate) fn new(key: Key, events: Vec<Event>, caps: Vec<usize>, packed: Packed) -> Self {
-        let mut by_offset: Vec<(usize, u32)> = packed
-            .offsets
-            .iter()
-            .enumerate()
-            .filter(|(_, &o)| o != UNPLANNED)
-            .map(|(k, &o)| (o, k as u32))
-            .collect();
+    pub(crate) fn new(key: Key, id: u64, events: &[Event], caps: &[usize], packed: Packed) -> Self {
+        let mut steps = Vec::with_capacity(events.len());
+        let mut by_offset = Vec::new();
+        let mut k = 0usize;
+        for (t, e) in events.iter().enumerate() {
+            steps.push(match *e {
+                Event::Alloc { size, align } => {
+                    let mut off = packed.offsets[k];
+                    // Planned capacities are the granules of the request
+                    // (the seam records them so), which the step derives.
+                    debug_assert!(off == UNPLANNED || caps[k] == planned_len(size));
+                    let mut tag = request_tag(size, align).unwrap_or(UNPLANNED_TAG);
+                    if tag == UNPLANNED_TAG {
+                        off = UNPLANNED;
+                    }
+                    if off == UNPLANNED {
+                        tag |= UNPLANNED_TAG;
+                    }
+                    if off != UNPLANNED {
+                        by_offset.push((off, t as u32, planned_len(size)));
+                    }
+                    k += 1;
+                    Step { tag, off }
+                }
+                Event::Free { k: f } => Step {
+                    tag: 0,
+                    off: packed.offsets[f as usize],
+                },
+            });
+        }
         by_offset.sort_unstable();
+        let (mut planned, mut net) = (vec![0u32], vec![0u32]);
+        for s in &steps {
+            let (p, n) = (*planned.last().unwrap_or(&0), *net.last().unwrap_or(&0));
+            match (s.tag, s.off) {
+                (_, UNPLANNED) => {
+                    planned.push(p);
+                    net.push(n);
+                }
+                (0, _) => {
+                    planned.push(p);
+                    net.push(n.saturating_sub(1));
+                }
+                _ => {
+                    planned.push(p + 1);
+                    net.push(n + 1);
+                }
+            }
+        }
         Pattern {
             key,
-            events,
-            offsets: packed.offsets,
-            caps,
+            id,
+            steps,
+            planned,
+            net,
             by_offset,
             height: packed.height,
             align: packed.align,
             block: None,
             live: 0,
             serving: false,
+            owned: false,
+            foreign: 0,
             matching: false,
             pos: 0,
-            next_k: 0,
             deviated_runs: 0,
+            carved: false,
             last_used: 0,
         }
     }
@@ -86,14 +193,13 @@ impl Pattern {
         self.serving = true;
         self.matching = true;
         self.pos = 0;
-        self.next_k = 0;
         self.last_used = now;
     }
 
     /// Ends the run; `true` when it matched the whole recording.
     pub(crate) fn finish(&mut self) -> bool {
         self.serving = false;
-        let hit = self.matching && self.pos == self.events.len();
+        let hit = self.matching && self.pos == self.steps.len();
         self.matching = false;
         if hit {
             self.deviated_runs = 0;
@@ -105,42 +211,42 @@ impl Pattern {
 
     /// The block may go back to the arena: no run uses it, nothing lives in it.
     pub(crate) fn block_releasable(&self) -> Option<BlockRef> {
-        if self.serving || self.live > 0 {
+        if self.serving || self.owned || self.live > 0 {
             return None;
         }
         self.block
     }
 
     /// Matches an allocation request against the next recorded event.
-    /// `grant_block(height, align)` is called when the block is needed and
-    /// not held; `None` from it ends the match.
+    /// `grant_block()` is called when the block is needed and not held
+    /// (the set sizes it: at least this pattern's height and alignment);
+    /// `None` from it ends the match.
     #[inline]
     pub(crate) fn serve(
         &mut self,
         size: usize,
         align: usize,
-        grant_block: impl FnOnce(usize, usize) -> Option<BlockRef>,
+        grant_block: impl FnOnce() -> Option<BlockRef>,
     ) -> Served {
+        debug_assert!(!self.owned);
         if !self.matching {
             return Served::Ordinary;
         }
-        match self.events.get(self.pos) {
-            Some(&Event::Alloc { size: s, align: a }) if s == size && a == align => {}
+        let tag = request_tag(size, align);
+        let s = match self.steps.get(self.pos) {
+            Some(s) if tag.is_some_and(|t| s.is_alloc(t)) => *s,
             _ => {
                 self.matching = false;
                 return Served::Ordinary;
             }
-        }
-        let k = self.next_k as usize;
-        let off = self.offsets[k];
-        if off == UNPLANNED {
+        };
+        if s.off == UNPLANNED {
             self.pos += 1;
-            self.next_k += 1;
             return Served::Ordinary;
         }
         let base = match self.block {
             Some(b) => b.base,
-            None => match grant_block(self.height, self.align) {
+            None => match grant_block() {
                 Some(b) => {
                     self.block = Some(b);
                     b.base
@@ -152,11 +258,10 @@ impl Pattern {
             },
         };
         self.pos += 1;
-        self.next_k += 1;
         self.live += 1;
         Served::Planned {
-            addr: base + off,
-            cap: self.caps[k],
+            addr: base + s.off,
+            cap: s.cap(),
         }
     }
 
@@ -171,25 +276,34 @@ impl Pattern {
     /// run being served still matches.
     #[inline]
     pub(crate) fn free(&mut self, addr: usize) {
+        if self.owned {
+            // Another thread's free: the fast path keeps the cursor.
+            self.foreign += 1;
+            return;
+        }
         self.live -= 1;
         if !(self.serving && self.matching) {
             return;
         }
         let base = self.block.map_or(0, |b| b.base);
-        match self.events.get(self.pos) {
-            Some(&Event::Free { k }) if base + self.offsets[k as usize] == addr => self.pos += 1,
+        match self.steps.get(self.pos) {
+            Some(s) if s.tag == 0 && s.off != UNPLANNED && base + s.off == addr => self.pos += 1,
             _ => self.matching = false,
         }
     }
 
-    /// The capacity of the live planned buffer that starts at `addr`.
-    pub(crate) fn cap_at(&self, addr: usize) -> Option<usize> {
+    /// The capacity of the live planned buffer that starts at `addr`, with
+    /// the cursor at `pos`.
+    pub(crate) fn cap_at(&self, addr: usize, pos: usize) -> Option<usize> {
         let base = self.block?.base;
         let off = addr.checked_sub(base)?;
         // The latest buffer handed out at this offset is the only one that
         // can be live there (an earlier one would overlap it in time).
-        let i = self.by_offset.partition_point(|&e| e < (off, self.next_k));
-        let (o, k) = *self.by_offset.get(i.checked_sub(1)?)?;
-        (o == off).then(|| self.caps[k as usize])
+        let pos = u32::try_from(pos).unwrap_or(u32::MAX);
+        let i = self
+            .by_offset
+            .partition_point(|&(o, t, _)| (o, t) < (off, pos));
+        let (o, _, cap) = *self.by_offset.get(i.checked_sub(1)?)?;
+        (o == off).then_some(cap)
     }
 }

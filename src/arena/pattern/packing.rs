@@ -24,9 +24,10 @@ pub(crate) const SOLVE_LIMIT: usize = 2000;
 /// The planner's node budget at a boundary.
 pub(crate) const SOLVE_NODES: u64 = 200_000;
 
-/// The planner's search also stops after this long: the boundary plans
-/// under the arena lock, so its stall is bounded (the replay's placement
-/// stands whenever the search finds nothing lower in time).
+/// The planner's search also stops after this long: the boundary's caller
+/// waits for its plan (with the arena lock released), so its stall is
+/// bounded (the replay's placement stands whenever the search finds
+/// nothing lower in time).
 pub(crate) const SOLVE_TIME: std::time::Duration = std::time::Duration::from_millis(150);
 
 /// Offsets for one recorded run.

@@ -3,7 +3,10 @@
 //!
 //! An arena with pattern mode on (`ArenaConfig::pattern`) checks one
 //! constant flag at the top of `allocate` and `free` and comes here; an
-//! arena without it never does. Planned buffers carry the block index
+//! arena without it never does. Here a hit of the thread that owns the
+//! run's cursor is served inline without the lock (`fast.rs`); everything
+//! else takes the lock, takes the cursor back first and may hand it over
+//! again at the end (`PatternSet::detach`, `PatternSet::claim`). Planned buffers carry the block index
 //! [`PLANNED_BLOCK`], so their free is recognised by one comparison; the
 //! by-address paths (the scoped global allocator) find them by an address
 //! range check against the held blocks.
@@ -14,7 +17,9 @@
 //! `trim` apply to it like to any retained buffer. While it is held it is
 //! live, so a planned buffer keeps its arena alive like any buffer.
 
-use super::{Action, BlockRef, PatternSet, Release};
+use super::cursor::planned_len;
+use super::fast::NO_THREAD;
+use super::{Action, BlockRef, Fast, PatternSet, Release};
 use crate::arena::error::ArenaError;
 use crate::arena::metadata;
 use crate::arena::shared::ArenaCore;
@@ -30,16 +35,14 @@ thread_local! {
     static TOKEN: u8 = const { 0 };
 }
 
-/// A number that tells this thread from every other live thread.
+/// A number that tells this thread from every other live thread (an
+/// address, so never 0); [`NO_THREAD`] once the thread's locals are gone,
+/// which never owns a cursor.
 #[inline]
 fn thread_token() -> usize {
-    TOKEN.try_with(|t| t as *const u8 as usize).unwrap_or(0)
-}
-
-/// The bytes a planned buffer gets for a request of `size`: 16-byte
-/// granules (the arena's smallest capacity step).
-fn planned_len(size: usize) -> usize {
-    size.saturating_add(15) & !15
+    TOKEN
+        .try_with(|t| t as *const u8 as usize)
+        .unwrap_or(NO_THREAD)
 }
 
 impl ArenaCore {
@@ -91,72 +94,96 @@ impl ArenaCore {
         }
     }
 
-    /// `allocate` in an arena with pattern mode on.
-    #[inline(never)]
+    /// A planned buffer at `addr` of `cap` bytes.
+    #[inline(always)]
+    fn planned_grant(addr: usize, cap: usize) -> Grant {
+        Grant {
+            // SAFETY: `addr` is inside a held block (base + an offset below
+            // the block's height), so it is not null.
+            ptr: unsafe { NonNull::new_unchecked(addr as *mut u8) },
+            cap,
+            block: PLANNED_BLOCK,
+            fresh: false,
+            warm: true,
+        }
+    }
+
+    /// `allocate` in an arena with pattern mode on: the owner of a matching
+    /// run is served here without the lock (`fast.rs`); everything else
+    /// goes to [`ArenaCore::allocate_patterned_locked`].
+    #[inline(always)]
     pub(crate) fn allocate_patterned(
         &self,
         size: usize,
         align: usize,
     ) -> Result<Grant, ArenaError> {
+        if let Some((addr, cap)) = self.pattern_fast.try_alloc(thread_token(), size, align) {
+            return Ok(Self::planned_grant(addr, cap));
+        }
+        self.allocate_patterned_locked(size, align)
+    }
+
+    /// The locked part of [`ArenaCore::allocate_patterned`].
+    #[inline(never)]
+    fn allocate_patterned_locked(&self, size: usize, align: usize) -> Result<Grant, ArenaError> {
         let thread = thread_token();
         let mut st = self.lock();
-        // The hit path: a matching run whose block is held.
-        if let Some(a) = st
-            .pattern
-            .as_deref_mut()
-            .and_then(|s| s.try_hit(thread, size, align))
-        {
-            return match a {
-                Action::Planned { addr, cap } => Ok(Grant {
-                    // SAFETY: `addr` is inside the held block (base + an
-                    // offset below the block's height), so it is not null.
-                    ptr: unsafe { NonNull::new_unchecked(addr as *mut u8) },
-                    cap,
-                    block: PLANNED_BLOCK,
-                    fresh: false,
-                    warm: true,
-                }),
-                Action::Ordinary { .. } => self.grant_locked(&mut st, size, align),
-            };
-        }
         let Some(mut set) = st.pattern.take() else {
             return self.grant_locked(&mut st, size, align);
         };
+        let out = self.allocate_with(&mut st, &mut set, thread, size, align);
+        set.claim(thread, &self.pattern_fast);
+        st.pattern = Some(set);
+        out
+    }
+
+    /// Takes the cursor back from the fast path when `thread` owns it,
+    /// giving back a block that run leaves unused.
+    fn detach_own(&self, st: &mut ArenaState, set: &mut PatternSet, thread: usize) {
+        if self.pattern_fast.owner() == thread {
+            let r = set.detach(&self.pattern_fast);
+            self.give_back(st, r);
+        }
+    }
+
+    /// An allocation with the lock held and the pattern set taken out.
+    fn allocate_with(
+        &self,
+        st: &mut ArenaState,
+        set: &mut PatternSet,
+        thread: usize,
+        size: usize,
+        align: usize,
+    ) -> Result<Grant, ArenaError> {
+        self.detach_own(st, set, thread);
+        // The locked hit path: a matching run whose block is held.
+        if let Some(a) = set.try_hit(thread, size, align) {
+            return match a {
+                Action::Planned { addr, cap } => Ok(Self::planned_grant(addr, cap)),
+                Action::Ordinary { .. } => self.grant_locked(st, size, align),
+            };
+        }
         // Recording may grow the event list through the global allocator.
         let _m = (!set.serving()).then(metadata::enter);
-        let mut new_block = false;
-        let action = set.on_allocate(thread, size, align, |height, align| {
-            let g = self.grant_locked(&mut st, height, align).ok()?;
-            new_block = g.fresh;
+        let action = set.on_allocate(thread, size, align, |height, align, first| {
+            if first {
+                // A pattern's first block may be larger than the one the
+                // other keys used so far: keep only the new block's class
+                // (the learning buffers went at the learning boundary), so
+                // the arena retains one block, not one per size.
+                let keep = aligned_size(height, align).and_then(class_of);
+                st.trim_classes(|c| Some(c) == keep, &self.os);
+            }
+            let g = self.grant_locked(st, height, align).ok()?;
             Some(BlockRef {
                 index: g.block,
                 base: g.ptr.as_ptr() as usize,
             })
         });
-        if new_block {
-            // A block was just carved: the buffers the learning runs used
-            // are retained in their classes, and the blocks replace them.
-            // Give them back once (the block's run pays these system calls;
-            // later runs hit the block), keeping the classes that hold
-            // pattern blocks. A run that deviates later takes them anew.
-            let mut keep = [None; super::CACHE_LEN];
-            for (slot, (h, a)) in keep.iter_mut().zip(set.block_requests()) {
-                *slot = aligned_size(h, a).and_then(class_of);
-            }
-            st.trim_classes(|c| keep.contains(&Some(c)), &self.os);
-        }
-        let out = match action {
-            Action::Planned { addr, cap } => Ok(Grant {
-                // SAFETY: `addr` is inside the held block (base + an
-                // offset below the block's height), so it is not null.
-                ptr: unsafe { NonNull::new_unchecked(addr as *mut u8) },
-                cap,
-                block: PLANNED_BLOCK,
-                fresh: false,
-                warm: true,
-            }),
+        match action {
+            Action::Planned { addr, cap } => Ok(Self::planned_grant(addr, cap)),
             Action::Ordinary { record } => {
-                let g = self.grant_locked(&mut st, size, align);
+                let g = self.grant_locked(st, size, align);
                 if let Some(k) = record {
                     match &g {
                         // Planned at the bytes asked for (16-byte granules),
@@ -168,22 +195,37 @@ impl ArenaCore {
                 }
                 g
             }
-        };
-        st.pattern = Some(set);
-        out
+        }
     }
 
     /// Frees with the lock held in an arena with pattern mode on: a planned
     /// buffer (`block == PLANNED_BLOCK`, or found by address when `block`
     /// is `None`) or an arena block (noted if the run is being learned).
-    #[inline]
     fn free_patterned_locked(&self, st: &mut ArenaState, block: Option<u32>, addr: usize) -> bool {
+        let thread = thread_token();
+        let Some(mut set) = st.pattern.take() else {
+            return match block {
+                Some(PLANNED_BLOCK) => false,
+                Some(b) => st.free(b, addr, &self.os),
+                None => st.free(crate::arena::blocks::NIL, addr, &self.os),
+            };
+        };
+        self.detach_own(st, &mut set, thread);
+        let out = self.free_with(st, &mut set, block, addr);
+        set.claim(thread, &self.pattern_fast);
+        st.pattern = Some(set);
+        out
+    }
+
+    fn free_with(
+        &self,
+        st: &mut ArenaState,
+        set: &mut PatternSet,
+        block: Option<u32>,
+        addr: usize,
+    ) -> bool {
         if matches!(block, Some(PLANNED_BLOCK) | None) {
-            if let Some(r) = st
-                .pattern
-                .as_deref_mut()
-                .and_then(|s| s.on_free_planned(addr))
-            {
+            if let Some(r) = set.on_free_planned(addr) {
                 self.give_back(st, r);
                 return true;
             }
@@ -196,41 +238,55 @@ impl ArenaCore {
                 None => return false,
             },
         };
-        if let Some(set) = st.pattern.as_deref_mut() {
-            set.on_free_block(b);
-        }
+        set.on_free_block(b);
         st.free(b, addr, &self.os)
     }
 
     /// `free` (by block, or by address when `block` is `None`) in an arena
-    /// with pattern mode on.
+    /// with pattern mode on: the owner's next recorded free is done here
+    /// without the lock (`fast.rs`).
     ///
     /// # Safety
     /// As [`ArenaCore::free`].
-    #[inline(never)]
+    #[inline(always)]
     pub(crate) unsafe fn free_patterned(
         this: NonNull<ArenaCore>,
         block: Option<u32>,
         addr: usize,
     ) -> bool {
-        let (returned, dead) = {
+        if matches!(block, Some(PLANNED_BLOCK) | None) {
             // SAFETY: the caller guarantees `this` is live for this call.
-            let core = unsafe { this.as_ref() };
-            let mut st = core.lock();
-            let returned = core.free_patterned_locked(&mut st, block, addr);
-            (returned, st.orphaned && st.stats.live_buffers == 0)
-        };
-        if dead {
-            // SAFETY: no handle and no live buffer remains, and the decision
-            // was taken under the lock, so no one else can reach the body.
-            unsafe { Self::destroy(this) };
+            let fast = unsafe { &this.as_ref().pattern_fast };
+            if fast.try_free(thread_token(), addr) {
+                return true;
+            }
         }
-        returned
+        // SAFETY: forwarded from the caller.
+        unsafe { Self::free_patterned_slow(this, block, addr) }
+    }
+
+    /// The locked part of [`ArenaCore::free_patterned`].
+    ///
+    /// # Safety
+    /// As [`ArenaCore::free`].
+    #[inline(never)]
+    unsafe fn free_patterned_slow(
+        this: NonNull<ArenaCore>,
+        block: Option<u32>,
+        addr: usize,
+    ) -> bool {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            Self::locked_last_out(this, |st, core| core.free_patterned_locked(st, block, addr))
+        }
     }
 
     /// The capacity of the live planned buffer at `addr`, if there is one.
     pub(crate) fn planned_cap_at(&self, addr: usize) -> Option<usize> {
-        self.lock().pattern.as_ref()?.cap_at(addr)
+        self.lock()
+            .pattern
+            .as_ref()?
+            .cap_at(addr, &self.pattern_fast)
     }
 
     /// A run boundary for the current thread (`key` selects the pattern;
@@ -240,43 +296,86 @@ impl ArenaCore {
             return;
         }
         let thread = thread_token();
-        let mut st = self.lock();
-        let Some(mut set) = st.pattern.take() else {
-            return;
-        };
-        let r = {
-            // Planning allocates (the event intervals, the offsets).
-            let _m = metadata::enter();
-            set.begin_run(thread, key)
-        };
-        self.give_back(&mut st, r);
-        st.pattern = Some(set);
+        let mut planned = None;
+        // Each pass ends the run in progress; a learning run is planned
+        // with the lock released (other threads go on meanwhile) and added
+        // at the next pass. After a few passes (other threads kept ending
+        // learning runs in between) the planning happens under the lock.
+        for pass in 0.. {
+            let mut st = self.lock();
+            let Some(mut set) = st.pattern.take() else {
+                return;
+            };
+            self.detach_own(&mut st, &mut set, thread);
+            if let Some(p) = planned.take() {
+                let _m = metadata::enter();
+                if set.insert(p) {
+                    // A new pattern: the buffers its learning run used are
+                    // retained in their classes, and its block will replace
+                    // them. Give them back now (this boundary pays these
+                    // system calls), so the block takes their place rather
+                    // than opening more memory, and no partly touched
+                    // learning buffer is left for the block's class. Runs
+                    // that deviate later take class buffers anew.
+                    st.trim_classes(|_| false, &self.os);
+                }
+            }
+            let (r, learned) = if pass < 3 {
+                set.end_run_deferred(&self.pattern_fast)
+            } else {
+                let _m = metadata::enter();
+                (set.end_run(&self.pattern_fast), None)
+            };
+            self.give_back(&mut st, r);
+            match learned {
+                None => {
+                    set.start_run(thread, key);
+                    set.claim(thread, &self.pattern_fast);
+                    st.pattern = Some(set);
+                    return;
+                }
+                Some(l) => {
+                    st.pattern = Some(set);
+                    drop(st);
+                    let _m = metadata::enter();
+                    planned = Some(super::plan(l));
+                }
+            }
+        }
     }
 
-    /// Ends the run in progress (the last handle is going).
+    /// Ends the run in progress (the last handle is going). A cursor that
+    /// another thread owns is taken back when that thread holds no planned
+    /// buffer: with no handle left it cannot allocate, so it will not act
+    /// on the cursor again (`fast.rs`).
     pub(crate) fn pattern_end(&self) {
         let mut st = self.lock();
         let Some(mut set) = st.pattern.take() else {
             return;
         };
+        self.detach_own(&mut st, &mut set, thread_token());
         let r = {
             let _m = metadata::enter();
-            set.end_run()
+            set.end_run_unplanned(&self.pattern_fast)
         };
         self.give_back(&mut st, r);
+        if set.fast_live(&self.pattern_fast) == Some(0) {
+            let r = set.detach(&self.pattern_fast);
+            self.give_back(&mut st, r);
+        }
         st.pattern = Some(set);
     }
 }
 
 /// Fills the pattern fields of a stats snapshot.
-pub(crate) fn fill_stats(set: &PatternSet, s: &mut crate::stats::ArenaStats) {
+pub(crate) fn fill_stats(set: &PatternSet, fast: &Fast, s: &mut crate::stats::ArenaStats) {
     let c = set.counters;
     s.pattern_hits = c.hits;
     s.pattern_misses = c.misses;
     s.pattern_relearns = c.relearns;
     s.pattern_learned = c.learned;
     s.pattern_refusals = c.refusals;
-    s.pattern_planned_allocations = c.planned_allocations;
+    s.pattern_planned_allocations = set.planned_allocations(fast);
     s.pattern_block_bytes = set.block_bytes();
 }
 

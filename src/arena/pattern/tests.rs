@@ -8,11 +8,22 @@ use proptest::prelude::*;
 
 const BLOCK_AREA: usize = 1 << 40;
 
+/// The thread of the runs (0 is no thread's token).
+const MAIN: usize = 1;
+
+/// Another thread.
+const OTHER: usize = 2;
+
 /// A stand-in arena: ordinary buffers from a bump pointer far below the
 /// pattern blocks; blocks granted at distinct high bases.
 #[derive(Default)]
 struct Sim {
     set: PatternSet,
+    fast: Fast,
+    /// Events the lock-free path served.
+    fast_hits: usize,
+    /// Heights of the blocks granted, in order.
+    requests: Vec<usize>,
     next_block: u32,
     next_addr: usize,
     blocks_granted: usize,
@@ -31,14 +42,57 @@ impl Sim {
     }
 
     fn boundary(&mut self, key: Option<u64>) {
-        let r = self.set.begin_run(0, key);
+        self.boundary_on(MAIN, key);
+    }
+
+    /// A boundary crossed by `thread`, as the seam does it.
+    fn boundary_on(&mut self, thread: usize, key: Option<u64>) {
+        self.detach_own(thread);
+        let (r, learned) = self.set.end_run_deferred(&self.fast);
         self.blocks_returned += r.is_some() as usize;
+        if let Some(l) = learned {
+            // Planned outside the lock in the arena: nothing else happens
+            // in between here (see `planning_outside_the_lock_...`).
+            self.set.insert(plan(l));
+        }
+        self.set.start_run(thread, key);
+        self.set.claim(thread, &self.fast);
+    }
+
+    /// The last handle goes (on `thread`), as the seam does it.
+    fn end_on(&mut self, thread: usize) {
+        self.detach_own(thread);
+        let r = self.set.end_run(&self.fast);
+        self.blocks_returned += r.is_some() as usize;
+        if self.set.fast_live(&self.fast) == Some(0) {
+            let r = self.set.detach(&self.fast);
+            self.blocks_returned += r.is_some() as usize;
+        }
+    }
+
+    fn detach_own(&mut self, thread: usize) {
+        if self.fast.owner() == thread {
+            let r = self.set.detach(&self.fast);
+            self.blocks_returned += r.is_some() as usize;
+        }
+    }
+
+    /// Requests served at a planned offset, both paths.
+    fn planned(&self) -> u64 {
+        self.set.planned_allocations(&self.fast)
     }
 
     fn alloc_on(&mut self, thread: usize, size: usize, align: usize) -> usize {
+        if let Some((addr, cap)) = self.fast.try_alloc(thread, size, align) {
+            self.fast_hits += 1;
+            return self.push_planned(addr, cap, size, align);
+        }
+        self.detach_own(thread);
         let granted = &mut self.blocks_granted;
         let nb = &mut self.next_block;
-        let a = self.set.on_allocate(thread, size, align, |h, al| {
+        let requests = &mut self.requests;
+        let a = self.set.on_allocate(thread, size, align, |h, al, _| {
+            requests.push(h);
             *granted += 1;
             *nb += 1;
             let base = BLOCK_AREA + (*granted << 32);
@@ -46,12 +100,8 @@ impl Sim {
             assert!(h > 0);
             Some(BlockRef { index: *nb, base })
         });
-        let (addr, cap, block) = match a {
-            Action::Planned { addr, cap } => {
-                assert_eq!(addr % align, 0, "planned offset misaligned");
-                assert!(cap >= size);
-                (addr, cap, None)
-            }
+        let i = match a {
+            Action::Planned { addr, cap } => self.push_planned(addr, cap, size, align),
             Action::Ordinary { record } => {
                 let cap = (size + 15) & !15;
                 let addr = (self.next_addr + align - 1) & !(align - 1);
@@ -60,21 +110,40 @@ impl Sim {
                 if let Some(k) = record {
                     self.set.granted(k, self.next_block, cap);
                 }
-                (addr, cap, Some(self.next_block))
+                self.live.push((addr, cap, Some(self.next_block)));
+                self.check_disjoint();
+                self.live.len() - 1
             }
         };
-        self.live.push((addr, cap, block));
+        self.set.claim(thread, &self.fast);
+        i
+    }
+
+    fn push_planned(&mut self, addr: usize, cap: usize, size: usize, align: usize) -> usize {
+        assert_eq!(addr % align, 0, "planned offset misaligned");
+        assert!(cap >= size);
+        self.live.push((addr, cap, None));
         self.check_disjoint();
         self.live.len() - 1
     }
 
     fn alloc(&mut self, size: usize, align: usize) -> usize {
-        self.alloc_on(0, size, align)
+        self.alloc_on(MAIN, size, align)
     }
 
     /// Frees the buffer at position `i` of `live`.
     fn free(&mut self, i: usize) {
+        self.free_on(MAIN, i)
+    }
+
+    /// Frees the buffer at position `i` of `live` on `thread`.
+    fn free_on(&mut self, thread: usize, i: usize) {
         let (addr, _, block) = self.live.swap_remove(i);
+        if block.is_none() && self.fast.try_free(thread, addr) {
+            self.fast_hits += 1;
+            return;
+        }
+        self.detach_own(thread);
         match block {
             None => {
                 let r = self
@@ -88,6 +157,7 @@ impl Sim {
                 self.set.on_free_block(b);
             }
         }
+        self.set.claim(thread, &self.fast);
     }
 
     fn free_addr(&mut self, addr: usize) {
@@ -139,7 +209,7 @@ fn second_run_is_served_planned_and_counts_a_hit() {
         addrs.iter().all(|&a| a >= BLOCK_AREA),
         "every request planned"
     );
-    assert_eq!(sim.set.counters.planned_allocations, 3);
+    assert_eq!(sim.planned(), 3);
     sim.boundary(None);
     assert_eq!(sim.set.counters.hits, 1);
     assert_eq!((sim.blocks_granted, sim.blocks_returned), (1, 1));
@@ -318,7 +388,7 @@ fn cache_keeps_the_most_recent_patterns() {
     }
     sim.boundary(None);
     assert_eq!(sim.set.len(), CACHE_LEN);
-    assert_eq!(sim.set.block_bytes(), CACHE_LEN * 64);
+    assert_eq!(sim.set.block_bytes(), 64, "one block size for every key");
 }
 
 #[test]
@@ -347,11 +417,11 @@ fn cap_at_finds_the_live_buffer_at_a_reused_offset() {
     run(&mut sim);
     sim.boundary(None);
     let a = sim.alloc(100, 16);
-    assert_eq!(sim.set.cap_at(sim.live[a].0), Some(112));
+    assert_eq!(sim.set.cap_at(sim.live[a].0, &sim.fast), Some(112));
     sim.free(a);
     let b = sim.alloc(5000, 16);
-    assert_eq!(sim.set.cap_at(sim.live[b].0), Some(5008));
-    assert_eq!(sim.set.cap_at(sim.live[b].0 + 16), None);
+    assert_eq!(sim.set.cap_at(sim.live[b].0, &sim.fast), Some(5008));
+    assert_eq!(sim.set.cap_at(sim.live[b].0 + 16, &sim.fast), None);
 }
 
 #[test]
@@ -401,8 +471,36 @@ fn random_run(seed: u64, n: usize) -> Vec<(bool, usize, usize, usize)> {
         .collect()
 }
 
-fn replay(sim: &mut Sim, run: &[(bool, usize, usize, usize)], deviate_at: Option<usize>) {
+/// What another thread does in the middle of a replayed run.
+#[derive(Debug, Clone, Copy)]
+enum Foreign {
+    /// Frees a live buffer (planned or not).
+    Free,
+    /// Crosses a boundary (ending the run).
+    Boundary,
+    /// Drops the last handle (ending the run).
+    End,
+}
+
+fn replay_with(
+    sim: &mut Sim,
+    run: &[(bool, usize, usize, usize)],
+    deviate_at: Option<usize>,
+    foreign: Option<(usize, Foreign)>,
+) {
     for (i, &(alloc, size, align, pick)) in run.iter().enumerate() {
+        match foreign {
+            Some((at, f)) if at == i => match f {
+                Foreign::Free if !sim.live.is_empty() => {
+                    let n = sim.live.len();
+                    sim.free_on(OTHER, pick % n);
+                }
+                Foreign::Free => {}
+                Foreign::Boundary => sim.boundary_on(OTHER, Some(99)),
+                Foreign::End => sim.end_on(OTHER),
+            },
+            _ => {}
+        }
         let dev = deviate_at == Some(i);
         if alloc || sim.live.is_empty() {
             sim.alloc(if dev { size + 1 } else { size }, align);
@@ -428,14 +526,20 @@ proptest! {
     fn proptest_live_buffers_never_overlap(
         seeds in proptest::collection::vec(1u64..1_000_000, 1..3),
         len in 1usize..80,
-        plan in proptest::collection::vec((0usize..3, proptest::option::of(0usize..100)), 1..8),
+        plan in proptest::collection::vec(
+            (0usize..3, proptest::option::of(0usize..100), proptest::option::of((0usize..100, 0u8..3))),
+            1..8,
+        ),
     ) {
         let runs: Vec<_> = seeds.iter().map(|&s| random_run(s, len)).collect();
         let mut sim = Sim::new();
-        for (which, deviate) in plan {
+        for (which, deviate, foreign) in plan {
             let r = which % runs.len();
             sim.boundary(if which == 2 { None } else { Some(r as u64) });
-            replay(&mut sim, &runs[r], deviate.map(|d| d % len));
+            let foreign = foreign.map(|(at, f)| {
+                (at % len, [Foreign::Free, Foreign::Boundary, Foreign::End][f as usize])
+            });
+            replay_with(&mut sim, &runs[r], deviate.map(|d| d % len), foreign);
         }
         sim.boundary(None);
         while !sim.live.is_empty() {
@@ -443,4 +547,227 @@ proptest! {
         }
         prop_assert_eq!(sim.blocks_returned, sim.blocks_granted);
     }
+}
+
+/// A run of `n` pairs of one size: the fast path serves every event but
+/// the first planned allocation (which grants the block, then claims) and
+/// the recording's last event (which ends the claim).
+#[test]
+fn the_fast_path_serves_a_matching_run_without_the_lock() {
+    let mut sim = Sim::new();
+    let n = 50;
+    for run in 0..4 {
+        sim.boundary(Some(1));
+        for _ in 0..n {
+            let i = sim.alloc(4096, 64);
+            sim.free(i);
+        }
+        if run >= 1 {
+            assert_eq!(sim.fast.owner(), 0, "a finished run owns nothing");
+        }
+    }
+    sim.boundary(None);
+    assert_eq!(sim.set.counters.hits, 3);
+    assert_eq!(sim.planned(), 3 * n as u64);
+    assert_eq!(sim.fast_hits, 3 * (2 * n - 2));
+    assert_eq!(sim.blocks_granted, sim.blocks_returned);
+}
+
+/// Stats read mid-run count what the fast path handed out.
+#[test]
+fn planned_count_is_exact_while_the_fast_path_owns_the_run() {
+    let mut sim = Sim::new();
+    for _ in 0..2 {
+        sim.boundary(Some(1));
+        for _ in 0..10 {
+            let i = sim.alloc(100, 16);
+            sim.free(i);
+        }
+    }
+    sim.boundary(Some(1));
+    for k in 1..=6u64 {
+        let i = sim.alloc(100, 16);
+        assert_eq!(sim.planned(), 10 + k);
+        assert_eq!(sim.set.fast_live(&sim.fast), Some(1));
+        sim.free(i);
+        assert_eq!(sim.set.fast_live(&sim.fast), Some(0));
+    }
+    assert_ne!(sim.fast.owner(), 0);
+}
+
+fn learned_pairs(sim: &mut Sim, n: usize) {
+    for _ in 0..2 {
+        sim.boundary(Some(1));
+        for _ in 0..n {
+            let i = sim.alloc(256, 16);
+            sim.free(i);
+        }
+    }
+    sim.boundary(Some(1));
+}
+
+/// A boundary on another thread ends the owner's run: the owner's next
+/// operation takes the lock, the run counts as a miss, and the block goes
+/// back once its buffers are freed.
+#[test]
+fn a_boundary_on_another_thread_stops_the_owner() {
+    let mut sim = Sim::new();
+    learned_pairs(&mut sim, 8);
+    let a = sim.alloc(256, 16);
+    sim.free(a);
+    let b = sim.alloc(256, 16);
+    assert!(sim.live[b].2.is_none());
+    assert_eq!(sim.fast.owner(), MAIN);
+    sim.boundary_on(OTHER, Some(5));
+    assert_eq!(sim.set.counters.misses, 0, "finished by its owner");
+    let fast_before = sim.fast_hits;
+    sim.free(b);
+    assert_eq!(sim.fast_hits, fast_before, "a stopped owner takes the lock");
+    assert_eq!((sim.fast.owner(), sim.set.counters.misses), (0, 1));
+    let c = sim.alloc(256, 16);
+    assert!(
+        sim.live[c].2.is_some(),
+        "the ended run is served from classes"
+    );
+    while !sim.live.is_empty() {
+        sim.free(0);
+    }
+    sim.boundary(None);
+    assert_eq!(sim.blocks_granted, sim.blocks_returned);
+}
+
+/// A planned buffer freed by another thread: counted apart, the owner's
+/// run deviates where it expected that free, and the block still goes back.
+#[test]
+fn a_free_on_another_thread_makes_the_run_deviate() {
+    let mut sim = Sim::new();
+    learned_pairs(&mut sim, 8);
+    let a = sim.alloc(256, 16);
+    sim.free_on(OTHER, a);
+    assert_eq!(sim.set.fast_live(&sim.fast), Some(0));
+    assert_eq!(sim.fast.owner(), MAIN);
+    let b = sim.alloc(256, 16);
+    assert!(
+        sim.live[b].2.is_some(),
+        "deviated: the free was not the owner's"
+    );
+    sim.free(b);
+    sim.boundary(None);
+    assert_eq!(sim.set.counters.misses, 1);
+    assert_eq!(sim.blocks_granted, sim.blocks_returned);
+}
+
+/// The last handle goes on another thread: an owner holding no planned
+/// buffer is detached at once; one holding some detaches at its free.
+#[test]
+fn the_last_handle_on_another_thread_takes_back_the_cursor() {
+    for holding in [false, true] {
+        let mut sim = Sim::new();
+        learned_pairs(&mut sim, 8);
+        let a = sim.alloc(256, 16);
+        if !holding {
+            sim.free(a);
+        }
+        sim.end_on(OTHER);
+        assert_eq!(sim.fast.owner() == 0, !holding, "holding {holding}");
+        if holding {
+            sim.free(a);
+            assert_eq!(sim.fast.owner(), 0);
+        }
+        assert_eq!(sim.set.counters.misses, 1);
+        assert_eq!(sim.blocks_granted, sim.blocks_returned, "holding {holding}");
+    }
+}
+
+/// Planning happens outside the lock: another thread's run may start (and
+/// be served from a cached pattern) between the end of a learning run and
+/// the insertion of its plan, which may evict patterns; the served run
+/// keeps its pattern.
+#[test]
+fn planning_outside_the_lock_keeps_a_served_run_intact() {
+    let mut sim = Sim::new();
+    // Fill the cache: keys 0..CACHE_LEN, each learned once, key 0 used last.
+    for k in (0..CACHE_LEN as u64).rev() {
+        sim.boundary(Some(k));
+        let i = sim.alloc(64 * (k as usize + 1), 16);
+        sim.free(i);
+    }
+    sim.boundary(Some(0));
+    let i = sim.alloc(64, 16);
+    sim.free(i);
+    // A learning run for a new key ends; before its plan is inserted,
+    // another thread starts a run of key 0 and takes a planned buffer.
+    sim.boundary(Some(50));
+    let i = sim.alloc(4096, 16);
+    sim.free(i);
+    sim.detach_own(MAIN);
+    let (r, learned) = sim.set.end_run_deferred(&sim.fast);
+    assert!(r.is_none());
+    let learned = learned.expect("a learning run");
+    sim.set.start_run(OTHER, Some(0));
+    let a = sim.alloc_on(OTHER, 64, 16);
+    assert!(sim.live[a].2.is_none(), "served planned");
+    sim.set.insert(plan(learned));
+    assert_eq!(sim.set.len(), CACHE_LEN);
+    assert_eq!(sim.set.counters.learned, CACHE_LEN as u64 + 1);
+    sim.free_on(OTHER, a);
+    sim.boundary(None);
+    assert_eq!(sim.set.counters.hits, 2, "key 0 served twice to the end");
+    assert_eq!(sim.blocks_granted, sim.blocks_returned);
+}
+
+/// Alternating keys of different heights take turns with one block size
+/// (the larger), once both have been served; a key learned once and never
+/// served (a one-off run) does not make the block larger.
+#[test]
+fn alternating_keys_share_one_block_size() {
+    let mut sim = Sim::new();
+    let run = |sim: &mut Sim, size: usize| {
+        let a = sim.alloc(size, 16);
+        let b = sim.alloc(size, 16);
+        sim.free(b);
+        sim.free(a);
+    };
+    sim.boundary(Some(9));
+    run(&mut sim, 1 << 20);
+    for r in 0..8u64 {
+        sim.boundary(Some(r % 2));
+        run(&mut sim, if r % 2 == 0 { 1000 } else { 3000 });
+    }
+    sim.boundary(None);
+    assert_eq!(sim.set.counters.hits, 6);
+    assert_eq!(
+        sim.requests[0],
+        2 * 1008,
+        "the first block: its own pattern's"
+    );
+    assert!(
+        sim.requests[1..].iter().all(|&h| h == 2 * 3008),
+        "then the larger of the two, never the one-off's: {:?}",
+        sim.requests
+    );
+    assert_eq!(sim.set.block_bytes(), 2 * 3008);
+}
+
+/// A thread whose locals are gone (token `NO_THREAD`) is never served by
+/// the fast path, whether a cursor is owned or not, and never claims one.
+#[test]
+fn a_thread_without_a_token_never_takes_the_fast_path() {
+    let mut sim = Sim::new();
+    assert_eq!(sim.fast.try_alloc(fast::NO_THREAD, 64, 16), None);
+    assert!(!sim.fast.try_free(fast::NO_THREAD, 4096));
+    for _ in 0..2 {
+        sim.boundary_on(fast::NO_THREAD, Some(7));
+        for _ in 0..4 {
+            let i = sim.alloc_on(fast::NO_THREAD, 64, 16);
+            sim.free_on(fast::NO_THREAD, i);
+        }
+        assert_eq!(sim.fast.owner(), 0);
+    }
+    assert_eq!(sim.fast_hits, 0);
+    learned_pairs(&mut sim, 4);
+    let i = sim.alloc(256, 16);
+    assert_eq!(sim.fast.owner(), MAIN);
+    assert_eq!(sim.fast.try_alloc(fast::NO_THREAD, 256, 16), None);
+    sim.free(i);
 }
