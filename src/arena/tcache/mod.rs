@@ -109,6 +109,10 @@ struct Own {
     /// The arena epoch this cache has honoured (its high bits are the
     /// arena's id, so a body reused at the same address never matches).
     seen: u64,
+    /// An epoch with caching off that this cache has honoured (flushed
+    /// under): while the arena's epoch stays there, the cache is empty and
+    /// every operation goes straight to the arena.
+    off_seen: u64,
     /// Held bytes as last added to the arena's `cached_bytes`.
     published: usize,
     /// Held bytes and buffers ([`Held`]), mirrored in `Counters::held`.
@@ -154,6 +158,7 @@ impl Cache {
             counters: Counters::default(),
             own: UnsafeCell::new(Own {
                 seen: u64::MAX,
+                off_seen: u64::MAX,
                 published: 0,
                 held: 0,
                 frees: 0,
@@ -220,6 +225,11 @@ thread_local! {
     /// before the cache it points to is freed. No destructor, so it reads
     /// as null (slow path, then shared path) during thread exit.
     static LAST: Cell<*mut Cache> = const { Cell::new(null_mut()) };
+    /// The arena (and its epoch) whose caching this thread found off and
+    /// whose cache it emptied: `ready_cache` answers at once for it. An
+    /// epoch names one arena (its id is in the high bits), so a body made
+    /// later at the same address never matches.
+    static OFF: Cell<(*const ArenaCore, u64)> = const { Cell::new((core::ptr::null(), 0)) };
     static FRONT: Front = const {
         Front {
             slots: [const { Cell::new(null_mut()) }; SLOTS],
@@ -378,6 +388,12 @@ fn ready_cache(core: &ArenaCore) -> Option<&Cache> {
     if cfg!(loom) {
         return None;
     }
+    // The arena whose caching this thread last found off (and whose cache
+    // it emptied then): while its epoch stays, no lookup, no lock.
+    let key = (core as *const ArenaCore, core.epoch.load(Relaxed));
+    if OFF.try_with(|o| o.get() == key).unwrap_or(false) {
+        return None;
+    }
     let _m = metadata::enter();
     let p = FRONT.try_with(|f| find_or_make(f, core)).ok()??;
     // SAFETY: the cache lives until this thread frees it (not before the
@@ -385,7 +401,13 @@ fn ready_cache(core: &ArenaCore) -> Option<&Cache> {
     let cache = unsafe { &*p };
     // SAFETY: this thread's cache; no other borrow of `own` is alive.
     let o = unsafe { cache.own() };
-    if core.epoch.load(Relaxed) != o.seen {
+    let e = core.epoch.load(Relaxed);
+    if e == o.off_seen {
+        // Caching is off and this cache was emptied under this epoch
+        // already: nothing to flush, no lock to take.
+        return None;
+    }
+    if e != o.seen {
         let mut st = core.lock();
         // Re-read under the lock: the epoch only moves under it.
         let due = epoch::due(o.seen, core.epoch.load(Relaxed), st.trim_epoch);
@@ -395,6 +417,8 @@ fn ready_cache(core: &ArenaCore) -> Option<&Cache> {
         if !due.caching {
             // Caching is off: serve directly (the flush above emptied the
             // cache; the buffer the caller holds keeps the arena alive).
+            o.off_seen = due.seen;
+            let _ = OFF.try_with(|o| o.set((core as *const ArenaCore, due.seen)));
             return None;
         }
         o.seen = due.seen;
