@@ -1,0 +1,121 @@
+//! Range raise and range max over time sections, for the skyline (the
+//! highest top placed over a buffer's life) and for validation (the
+//! highest top below an offset over a buffer's life).
+
+/// Range "raise to at least v" and range max over `n` leaves, bottom up:
+/// `node[k] = [max, tag]`, `max` the largest value in node `k`'s subtree,
+/// `tag` a raise applied to all of it (a node and its sibling share a cache
+/// line). Every node covering part of a query range has its pending raises
+/// on the paths from the two boundary leaves to the root.
+pub(crate) struct MaxTree {
+    n: usize,
+    node: Vec<[usize; 2]>,
+}
+
+impl MaxTree {
+    pub(crate) fn new(leaves: usize) -> Self {
+        let n = leaves.max(1).next_power_of_two();
+        MaxTree {
+            n,
+            node: vec![[0; 2]; 2 * n],
+        }
+    }
+
+    pub(crate) fn raise(&mut self, l: usize, r: usize, v: usize) {
+        if l >= r {
+            return;
+        }
+        // Ancestors of the two boundary leaves first, while every node's
+        // max is still at least its children's: a node already at `v`
+        // has its ancestors there too.
+        for leaf in [l + self.n, r - 1 + self.n] {
+            let mut k = leaf >> 1;
+            while k >= 1 && self.node[k][0] < v {
+                self.node[k][0] = v;
+                k >>= 1;
+            }
+        }
+        let (mut a, mut b) = (l + self.n, r + self.n);
+        while a < b {
+            if a & 1 == 1 {
+                let x = &mut self.node[a];
+                x[0] = x[0].max(v);
+                x[1] = x[1].max(v);
+                a += 1;
+            }
+            if b & 1 == 1 {
+                b -= 1;
+                let x = &mut self.node[b];
+                x[0] = x[0].max(v);
+                x[1] = x[1].max(v);
+            }
+            a >>= 1;
+            b >>= 1;
+        }
+    }
+
+    pub(crate) fn query(&self, l: usize, r: usize) -> usize {
+        if l >= r {
+            return 0;
+        }
+        // `node.len()` is a power of two: masking every index with `mask`
+        // (a no-op) lets the compiler drop the bounds checks.
+        let node = &self.node[..];
+        let mask = node.len() - 1;
+        let mut res = 0;
+        let (mut a, mut b) = (l + self.n, r + self.n);
+        while a < b {
+            if a & 1 == 1 {
+                res = res.max(node[a & mask][0]);
+                a += 1;
+            }
+            if b & 1 == 1 {
+                b -= 1;
+                res = res.max(node[b & mask][0]);
+            }
+            a >>= 1;
+            b >>= 1;
+        }
+        // Raises pending above: the two boundary paths, one above where
+        // they meet.
+        let (mut x, mut y) = ((l + self.n) >> 1, (r - 1 + self.n) >> 1);
+        while x != y {
+            res = res.max(node[x & mask][1]).max(node[y & mask][1]);
+            x >>= 1;
+            y >>= 1;
+        }
+        while x >= 1 {
+            res = res.max(node[x & mask][1]);
+            x >>= 1;
+        }
+        res
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tree_matches_a_plain_array() {
+        let mut tree = MaxTree::new(37);
+        let mut plain = [0usize; 37];
+        let mut seed = 7u64;
+        for step in 0..2000 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let l = (seed >> 33) as usize % 37;
+            let r = l + 1 + (seed >> 40) as usize % (37 - l);
+            if step % 2 == 0 {
+                let v = (seed >> 20) as usize % 100;
+                tree.raise(l, r, v);
+                for x in &mut plain[l..r] {
+                    *x = (*x).max(v);
+                }
+            } else {
+                assert_eq!(tree.query(l, r), plain[l..r].iter().copied().max().unwrap());
+            }
+        }
+    }
+}
