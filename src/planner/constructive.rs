@@ -183,7 +183,9 @@ pub(crate) fn construct(
         } else {
             OnStop::Hurry
         };
-        let p = skyline_until(bufs, span, nsec, &area_order(bufs), stop, mode);
+        // The order costs n log n: a large problem checks the stop again.
+        let area = area_order(bufs);
+        let p = skyline_until(bufs, span, nsec, &area, stop, mode);
         keep(&mut start, "skyline by area", p);
     }
     if halt(&start) {

@@ -5,16 +5,47 @@
 //! may not finish in the budget and the fits meet billions of pairs).
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeSet, BinaryHeap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use super::constructive::start_order;
 use super::interval::{Buffer, Placement};
 
-/// Free space below the live buffers' highest top: gaps by size (for the
-/// best fit) and by offset (to merge freed neighbours).
+/// Hashes an offset by one multiplication (offsets are not adversarial:
+/// the planner makes them); the standard hasher costs more than the
+/// lookups it serves.
+#[derive(Default)]
+struct OffsetHasher(u64);
+
+impl Hasher for OffsetHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_usize(&mut self, x: usize) {
+        self.0 = (x as u64 ^ self.0)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .rotate_left(29);
+    }
+}
+
+type OffsetMap = HashMap<usize, usize, BuildHasherDefault<OffsetHasher>>;
+
+/// Free space below the live buffers' highest top: gaps by size (ordered,
+/// for the best fit), and by start and by end (hashed, to merge a freed
+/// block with its free neighbours in O(1)).
 struct Gaps {
     by_size: BTreeSet<(usize, usize)>,
-    by_offset: BTreeMap<usize, usize>,
+    /// Offset -> length.
+    by_start: OffsetMap,
+    /// End -> offset.
+    by_end: OffsetMap,
     /// Everything from here up is free.
     top: usize,
 }
@@ -22,12 +53,14 @@ struct Gaps {
 impl Gaps {
     fn remove(&mut self, offset: usize, len: usize) {
         self.by_size.remove(&(len, offset));
-        self.by_offset.remove(&offset);
+        self.by_start.remove(&offset);
+        self.by_end.remove(&(offset + len));
     }
 
     fn insert(&mut self, offset: usize, len: usize) {
         self.by_size.insert((len, offset));
-        self.by_offset.insert(offset, len);
+        self.by_start.insert(offset, len);
+        self.by_end.insert(offset + len, offset);
     }
 
     /// The start of the smallest gap that holds `size` (lowest on ties),
@@ -51,13 +84,11 @@ impl Gaps {
     /// Gives `[offset, offset + size)` back, merged with free neighbours.
     fn free(&mut self, mut offset: usize, size: usize) {
         let mut end = offset + size;
-        if let Some((&o, &len)) = self.by_offset.range(..offset).next_back() {
-            if o + len == offset {
-                self.remove(o, len);
-                offset = o;
-            }
+        if let Some(&o) = self.by_end.get(&offset) {
+            self.remove(o, offset - o);
+            offset = o;
         }
-        if let Some(&len) = self.by_offset.get(&end) {
+        if let Some(&len) = self.by_start.get(&end) {
             self.remove(end, len);
             end += len;
         }
@@ -82,7 +113,8 @@ pub(crate) fn online_best_fit(
     let mut live: BinaryHeap<Reverse<(usize, u32)>> = BinaryHeap::new();
     let mut gaps = Gaps {
         by_size: BTreeSet::new(),
-        by_offset: BTreeMap::new(),
+        by_start: OffsetMap::default(),
+        by_end: OffsetMap::default(),
         top: 0,
     };
     let mut height = 0;

@@ -128,6 +128,9 @@ pub(crate) fn skyline_until(
     on_stop: OnStop,
 ) -> Option<Placement> {
     let n = bufs.len();
+    if on_stop != OnStop::Hurry && stop.is_some_and(|f| f()) {
+        return None;
+    }
     let mut tree = MaxTree::new(nsec);
     let mut queue = LevelQueue::new(n);
     let mut offsets = vec![0usize; n];
