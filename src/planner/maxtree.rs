@@ -90,6 +90,69 @@ impl MaxTree {
         }
         res
     }
+
+    /// The value at section `s` (its leaf and the raises above it).
+    pub(crate) fn point(&self, s: usize) -> usize {
+        let node = &self.node[..];
+        let mask = node.len() - 1;
+        let mut k = s + self.n;
+        let mut res = node[k & mask][0];
+        k >>= 1;
+        while k >= 1 {
+            res = res.max(node[k & mask][1]);
+            k >>= 1;
+        }
+        res
+    }
+
+    /// [`query`](Self::query) and a section of `[l, r)` holding that
+    /// largest value (a *witness*: while its value stays the range's
+    /// largest, a point query there answers the range).
+    pub(crate) fn query_witness(&self, l: usize, r: usize) -> (usize, usize) {
+        if l >= r {
+            return (0, l);
+        }
+        let node = &self.node[..];
+        let mask = node.len() - 1;
+        // The best so far and the node it came from (a canonical node, to
+        // descend from; or a boundary leaf, under a raise on its path).
+        let (mut res, mut from) = (0, l + self.n);
+        let (mut a, mut b) = (l + self.n, r + self.n);
+        while a < b {
+            if a & 1 == 1 {
+                if node[a & mask][0] > res {
+                    (res, from) = (node[a & mask][0], a);
+                }
+                a += 1;
+            }
+            if b & 1 == 1 {
+                b -= 1;
+                if node[b & mask][0] > res {
+                    (res, from) = (node[b & mask][0], b);
+                }
+            }
+            a >>= 1;
+            b >>= 1;
+        }
+        let (mut x, mut y) = ((l + self.n) >> 1, (r - 1 + self.n) >> 1);
+        while x >= 1 {
+            if node[x & mask][1] > res {
+                (res, from) = (node[x & mask][1], l + self.n);
+            }
+            if x != y && node[y & mask][1] > res {
+                (res, from) = (node[y & mask][1], r - 1 + self.n);
+            }
+            x >>= 1;
+            y >>= 1;
+        }
+        // Down to a leaf by the larger child: a raise covering a node
+        // covers every leaf below it, else the larger child holds the max.
+        while from < self.n {
+            let (c0, c1) = (node[(2 * from) & mask][0], node[(2 * from + 1) & mask][0]);
+            from = 2 * from + usize::from(c1 > c0);
+        }
+        (res, from - self.n)
+    }
 }
 
 #[cfg(test)]
@@ -114,7 +177,11 @@ mod tests {
                     *x = (*x).max(v);
                 }
             } else {
-                assert_eq!(tree.query(l, r), plain[l..r].iter().copied().max().unwrap());
+                let want = plain[l..r].iter().copied().max().unwrap();
+                assert_eq!(tree.query(l, r), want);
+                let (got, w) = tree.query_witness(l, r);
+                assert_eq!(got, want);
+                assert!((l..r).contains(&w) && plain[w] == want && tree.point(w) == want);
             }
         }
     }
