@@ -165,7 +165,9 @@ pub(crate) fn skyline_until(
             // and that value is a lower bound of its candidate, a valid
             // key (it is checked again there, in rank order), at a fraction
             // of a range query.
-            let now = if may_wait {
+            // (Not once hurried: a hurried buffer's few re-keys must go to
+            // its true candidate, or it is placed stale sooner.)
+            let now = if !hurried {
                 let p = tree.point(witness[r as usize] as usize);
                 if p as u64 > level {
                     p
