@@ -1,9 +1,13 @@
 //! Constructive placements: one pass each, no search, all kept (the lowest
 //! wins, and nothing later may return a higher one).
 //!
-//! * *skyline* ([`skyline`](super::skyline)): O(n log n), no conflicts
-//!   enumerated; under the area order it is the first pass, so even a
-//!   budget spent at once leaves a placement;
+//! * *online best fit* ([`online`](super::online)): O(n log n) whatever
+//!   the conflicts; the first pass above 32 768 buffers, so even a budget
+//!   spent at once leaves a placement there;
+//! * *skyline* ([`skyline`](super::skyline)): O(n log n) plus re-keys, no
+//!   conflicts enumerated; under the area order it is the first pass on
+//!   smaller problems (hurried to completion when the budget ends), and
+//!   the second on larger ones (given up unless nearly done);
 //! * *first fit* ([`fit`](super::fit)) by size (greedy-by-size, the
 //!   baseline every planner is compared against), by start and by the
 //!   fullest section crossed (most contended first);
