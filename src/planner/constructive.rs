@@ -72,9 +72,17 @@ type OrderFn<'a> = dyn Fn() -> Vec<usize> + 'a;
 
 /// Orders by a key, largest first, ties by index.
 fn order_by<K: Ord>(n: usize, key: impl Fn(usize) -> K) -> Vec<usize> {
-    let mut o: Vec<usize> = (0..n).collect();
-    o.sort_unstable_by_key(|&i| (std::cmp::Reverse(key(i)), i));
-    o
+    sorted_by(n, |i| std::cmp::Reverse(key(i)))
+}
+
+/// Indices `0..n` by `key`, ties by index. The keys are computed once
+/// into one vector and sorted there: a comparison then reads two adjacent
+/// entries, not two buffers anywhere in memory (several times faster on a
+/// million buffers).
+pub(crate) fn sorted_by<K: Ord>(n: usize, key: impl Fn(usize) -> K) -> Vec<usize> {
+    let mut keyed: Vec<(K, usize)> = (0..n).map(|i| (key(i), i)).collect();
+    keyed.sort_unstable();
+    keyed.into_iter().map(|(_, i)| i).collect()
 }
 
 /// Area (size x lifetime), then size.
@@ -94,9 +102,9 @@ pub(crate) fn lifetime_order(bufs: &[Buffer]) -> Vec<usize> {
 
 /// Start time (earliest first), then size (largest first).
 pub(crate) fn start_order(bufs: &[Buffer]) -> Vec<usize> {
-    let mut o: Vec<usize> = (0..bufs.len()).collect();
-    o.sort_unstable_by_key(|&i| (bufs[i].lower, std::cmp::Reverse(bufs[i].size), i));
-    o
+    sorted_by(bufs.len(), |i| {
+        (bufs[i].lower, std::cmp::Reverse(bufs[i].size))
+    })
 }
 
 /// The fullest section a buffer crosses (bytes live there), then size:

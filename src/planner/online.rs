@@ -101,7 +101,7 @@ impl Gaps {
 }
 
 /// Calls to `stop` are this many buffers apart.
-const STOP_EVERY: usize = 4096;
+const STOP_EVERY: usize = if cfg!(miri) { 64 } else { 4096 };
 
 /// Places the non-trivial `bufs` by online best fit (see the module docs);
 /// `None` when `stop` said so first.
