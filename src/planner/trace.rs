@@ -9,8 +9,10 @@
 //! phases leave, less a reserve for validation and output sized from the
 //! set-up's own cost (both are O(n log n) sorts of the same buffers): two
 //! thirds to the decision search, the rest to the local search. The first
-//! constructive pass always completes, so a budget below the fixed phases'
-//! cost is overrun by that much and no more.
+//! constructive pass always completes (the online best fit above 32 768
+//! buffers, else the skyline, hurried), so a budget below the fixed
+//! phases' cost is overrun by that much and no more; every other pass is
+//! skipped or cut, and the JSON's `"passes"` says which ran.
 
 use std::fmt;
 use std::path::Path;
