@@ -120,8 +120,13 @@ fn series() -> Vec<(String, Vec<Buffer>)> {
             synth::tile(&s1, 35, t),
         ));
     }
+    out.push(("power law 10k".to_string(), synth::power_law(10_000, 5)));
     out.push(("power law 100k".to_string(), synth::power_law(100_000, 3)));
     out.push(("power law 600k".to_string(), synth::power_law(600_000, 4)));
+    out.push((
+        "serde: short-lived, 64 live, 600k".to_string(),
+        synth::short_lived(600_000, 64, 2),
+    ));
     out
 }
 

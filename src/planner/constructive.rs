@@ -1,9 +1,13 @@
 //! Constructive placements: one pass each, no search, all kept (the lowest
 //! wins, and nothing later may return a higher one).
 //!
-//! * *skyline* ([`skyline`](super::skyline)): O(n log n), no conflicts
-//!   enumerated; under the area order it is the first pass, so even a
-//!   budget spent at once leaves a placement;
+//! * *online best fit* ([`online`](super::online)): O(n log n) whatever
+//!   the conflicts; the first pass above 32 768 buffers, so even a budget
+//!   spent at once leaves a placement there;
+//! * *skyline* ([`skyline`](super::skyline)): O(n log n) plus re-keys, no
+//!   conflicts enumerated; under the area order it is the first pass on
+//!   smaller problems (hurried to completion when the budget ends), and
+//!   the second on larger ones (given up unless nearly done);
 //! * *first fit* ([`fit`](super::fit)) by size (greedy-by-size, the
 //!   baseline every planner is compared against), by start and by the
 //!   fullest section crossed (most contended first);
@@ -16,7 +20,8 @@
 use super::fit::{place, Fit};
 use super::greedy::size_order;
 use super::interval::{Buffer, Placement};
-use super::skyline::skyline_until;
+use super::online::online_best_fit;
+use super::skyline::{skyline_until, OnStop};
 
 /// Problems with more buffers get only the area-ordered skyline pass (the
 /// longest-first ones re-queue buffers often on long traces).
@@ -24,6 +29,30 @@ const SKYLINE_LIMIT: usize = 8000;
 
 /// Problems with at most this many buffers get every fit under every order.
 const ALL_ORDERS_LIMIT: usize = 4000;
+
+/// Problems with more buffers start with the online best fit
+/// ([`online`](super::online): O(n log n) whatever the conflicts), and
+/// their skyline is given up when the budget runs out before it is nearly
+/// done (hurrying it would cost more than a few percent of the time).
+const ONLINE_FIRST: usize = 32_768;
+
+/// A constructive pass that was run: its name and its height (`None` when
+/// the budget cut it short).
+///
+/// ```
+/// use warmarena::planner::{solve, Budget, Buffer, SolveOptions};
+/// let bufs = [Buffer::new(0, 2, 8), Buffer::new(1, 3, 8)];
+/// let sol = solve(&bufs, &SolveOptions::default(), &Budget::nodes(0)).unwrap();
+/// assert_eq!(sol.passes[0].name, "skyline by area");
+/// assert_eq!(sol.passes[0].height, Some(16));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pass {
+    /// What it is: the method and the order (`"first fit by size"`...).
+    pub name: &'static str,
+    /// The height it reached, or `None` when it was cut short.
+    pub height: Option<usize>,
+}
 
 /// What the constructive passes found.
 #[derive(Clone, Debug)]
@@ -34,6 +63,8 @@ pub(crate) struct Start {
     pub(crate) greedy_height: Option<usize>,
     /// Heights of every pass that ran to the end.
     pub(crate) heights: Vec<usize>,
+    /// Every pass tried, in order.
+    pub(crate) passes: Vec<Pass>,
 }
 
 /// Builds an order of the buffers when its pass comes.
@@ -41,9 +72,17 @@ type OrderFn<'a> = dyn Fn() -> Vec<usize> + 'a;
 
 /// Orders by a key, largest first, ties by index.
 fn order_by<K: Ord>(n: usize, key: impl Fn(usize) -> K) -> Vec<usize> {
-    let mut o: Vec<usize> = (0..n).collect();
-    o.sort_unstable_by_key(|&i| (std::cmp::Reverse(key(i)), i));
-    o
+    sorted_by(n, |i| std::cmp::Reverse(key(i)))
+}
+
+/// Indices `0..n` by `key`, ties by index. The keys are computed once
+/// into one vector and sorted there: a comparison then reads two adjacent
+/// entries, not two buffers anywhere in memory (several times faster on a
+/// million buffers).
+pub(crate) fn sorted_by<K: Ord>(n: usize, key: impl Fn(usize) -> K) -> Vec<usize> {
+    let mut keyed: Vec<(K, usize)> = (0..n).map(|i| (key(i), i)).collect();
+    keyed.sort_unstable();
+    keyed.into_iter().map(|(_, i)| i).collect()
 }
 
 /// Area (size x lifetime), then size.
@@ -63,9 +102,9 @@ pub(crate) fn lifetime_order(bufs: &[Buffer]) -> Vec<usize> {
 
 /// Start time (earliest first), then size (largest first).
 pub(crate) fn start_order(bufs: &[Buffer]) -> Vec<usize> {
-    let mut o: Vec<usize> = (0..bufs.len()).collect();
-    o.sort_unstable_by_key(|&i| (bufs[i].lower, std::cmp::Reverse(bufs[i].size), i));
-    o
+    sorted_by(bufs.len(), |i| {
+        (bufs[i].lower, std::cmp::Reverse(bufs[i].size))
+    })
 }
 
 /// The fullest section a buffer crosses (bytes live there), then size:
@@ -118,20 +157,24 @@ pub(crate) fn construct(
     stop: Option<&dyn Fn() -> bool>,
 ) -> Start {
     let n = bufs.len();
-    let area = area_order(bufs);
-    // The first pass always completes: hurried (finished without waiting
-    // for lower candidates) once `stop` says so.
-    let first = match skyline_until(bufs, span, nsec, &area, stop, true) {
-        Some(p) => p,
-        None => unreachable!("a hurried skyline completes"),
-    };
     let mut start = Start {
-        heights: vec![first.height],
-        best: first,
+        best: Placement {
+            offsets: vec![0; n],
+            height: if n == 0 { 0 } else { usize::MAX },
+        },
         greedy_height: None,
+        heights: Vec::new(),
+        passes: Vec::new(),
     };
+    if n == 0 {
+        return start;
+    }
     let halt = |s: &Start| s.best.height <= lb || stop.is_some_and(|f| f());
-    let keep = |s: &mut Start, p: Option<Placement>| {
+    let keep = |s: &mut Start, name: &'static str, p: Option<Placement>| {
+        s.passes.push(Pass {
+            name,
+            height: p.as_ref().map(|p| p.height),
+        });
         if let Some(p) = p {
             s.heights.push(p.height);
             if p.height < s.best.height {
@@ -139,39 +182,80 @@ pub(crate) fn construct(
             }
         }
     };
-    if n == 0 || halt(&start) {
+    let large = n > ONLINE_FIRST;
+    if large {
+        // Always completes, in O(n log n).
+        keep(&mut start, "online best fit", online_best_fit(bufs, None));
+    }
+    if !large || !halt(&start) {
+        // On smaller problems the first pass: it always completes, hurried
+        // (finished without waiting for lower candidates) once `stop` says so.
+        let mode = if large {
+            OnStop::HurryIfCheap
+        } else {
+            OnStop::Hurry
+        };
+        // The order costs n log n: a large problem checks the stop again.
+        let area = area_order(bufs);
+        let p = skyline_until(bufs, span, nsec, &area, stop, mode);
+        keep(&mut start, "skyline by area", p);
+    }
+    if halt(&start) {
         return start;
     }
     let by_size = size_order(bufs);
     let greedy = place(bufs, &by_size, Fit::First, stop);
     start.greedy_height = greedy.as_ref().map(|p| p.height);
-    keep(&mut start, greedy);
+    keep(&mut start, "first fit by size", greedy);
     let small = n <= ALL_ORDERS_LIMIT;
     // Each pass is built only when its turn comes (the orders cost n log n).
-    let passes: [(&OrderFn, Fit, bool); 6] = [
-        (&|| start_order(bufs), Fit::First, true),
-        (&|| conflict_order(bufs, span, nsec), Fit::First, true),
-        (&|| size_order(bufs), Fit::Best, true),
-        (&|| area_order(bufs), Fit::Best, small),
-        (&|| lifetime_order(bufs), Fit::Best, small),
-        (&|| lifetime_order(bufs), Fit::First, small),
+    let passes: [(&str, &OrderFn, Fit, bool); 6] = [
+        (
+            "first fit by start",
+            &|| start_order(bufs),
+            Fit::First,
+            true,
+        ),
+        (
+            "first fit by conflict",
+            &|| conflict_order(bufs, span, nsec),
+            Fit::First,
+            true,
+        ),
+        ("best fit by size", &|| size_order(bufs), Fit::Best, true),
+        ("best fit by area", &|| area_order(bufs), Fit::Best, small),
+        (
+            "best fit by lifetime",
+            &|| lifetime_order(bufs),
+            Fit::Best,
+            small,
+        ),
+        (
+            "first fit by lifetime",
+            &|| lifetime_order(bufs),
+            Fit::First,
+            small,
+        ),
     ];
-    for (order, fit, run) in passes {
+    for (name, order, fit, run) in passes {
         if halt(&start) {
             return start;
         }
         if run {
             let p = place(bufs, &order(), fit, stop);
-            keep(&mut start, p);
+            keep(&mut start, name, p);
         }
     }
     if n <= SKYLINE_LIMIT {
-        for order in [by_size, lifetime_order(bufs)] {
+        for (name, order) in [
+            ("skyline by size", by_size),
+            ("skyline by lifetime", lifetime_order(bufs)),
+        ] {
             if halt(&start) {
                 return start;
             }
-            let p = skyline_until(bufs, span, nsec, &order, stop, false);
-            keep(&mut start, p);
+            let p = skyline_until(bufs, span, nsec, &order, stop, OnStop::Abandon);
+            keep(&mut start, name, p);
         }
     }
     start

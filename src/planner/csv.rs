@@ -55,7 +55,7 @@ pub fn parse_csv(text: &str) -> Result<CsvInstance, CsvError> {
     let mut offsets = Vec::new();
     let mut first = true;
     for (n, raw) in text.lines().enumerate() {
-        let line = raw.trim();
+        let line = raw.trim_ascii();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
@@ -63,7 +63,7 @@ pub fn parse_csv(text: &str) -> Result<CsvInstance, CsvError> {
         let mut small = [""; 8];
         let mut more: Vec<&str> = Vec::new();
         let mut count = 0;
-        for f in line.split(',').map(str::trim) {
+        for f in line.split(',').map(str::trim_ascii) {
             if count < small.len() {
                 small[count] = f;
             } else {

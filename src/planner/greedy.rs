@@ -6,7 +6,7 @@
 //! greedy planners; [`solve`](super::solve) must beat it, and the benchmarks
 //! report both.
 
-use super::constructive::{conflict_order, start_order};
+use super::constructive::{conflict_order, sorted_by, start_order};
 use super::fit::{place, Fit};
 use super::interval::{elementary_sections, Buffer, Placement};
 
@@ -35,16 +35,13 @@ pub(crate) fn conflicts(buffers: &[Buffer]) -> Vec<Vec<u32>> {
 
 /// The order greedy-by-size takes: largest first, then longest, then index.
 pub(crate) fn size_order(buffers: &[Buffer]) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..buffers.len()).collect();
-    order.sort_unstable_by_key(|&i| {
+    sorted_by(buffers.len(), |i| {
         let b = buffers[i];
         (
             std::cmp::Reverse(b.size),
             std::cmp::Reverse(b.upper - b.lower),
-            i,
         )
-    });
-    order
+    })
 }
 
 /// The orders [`greedy`] takes buffers in.

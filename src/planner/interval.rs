@@ -172,25 +172,40 @@ impl Placement {
 /// `span[i] = (first, last + 1)` section indices of buffer `i` (`(0, 0)` for
 /// trivial buffers). Returns the spans and the number of sections.
 pub(crate) fn elementary_sections(buffers: &[Buffer]) -> (Vec<(u32, u32)>, usize) {
-    let mut points: Vec<usize> = Vec::with_capacity(buffers.len() * 2);
-    for b in buffers.iter().filter(|b| !b.is_trivial()) {
-        points.push(b.lower);
-        points.push(b.upper);
+    // Every start and end, tagged `2 * buffer + (0 start, 1 end)`, sorted
+    // by time (radix: a million buffers sort in a few tens of ms); each
+    // takes the number of distinct times before it.
+    let mut points: Vec<(u64, u32)> = Vec::with_capacity(buffers.len() * 2);
+    for (i, b) in buffers.iter().enumerate() {
+        if !b.is_trivial() {
+            points.push((b.lower as u64, 2 * i as u32));
+            points.push((b.upper as u64, 2 * i as u32 + 1));
+        }
     }
-    points.sort_unstable();
-    points.dedup();
-    let index = |t: usize| points.partition_point(|&p| p < t) as u32;
-    let spans = buffers
-        .iter()
-        .map(|b| {
-            if b.is_trivial() {
-                (0, 0)
-            } else {
-                (index(b.lower), index(b.upper))
+    super::radix::sort_by_key(&mut points);
+    let mut spans = vec![(0u32, 0u32); buffers.len()];
+    let mut distinct = 0u32;
+    let mut prev = None;
+    for &(t, tag) in &points {
+        if prev != Some(t) {
+            if prev.is_some() {
+                distinct += 1;
             }
-        })
-        .collect();
-    (spans, points.len().saturating_sub(1))
+            prev = Some(t);
+        }
+        let s = &mut spans[(tag / 2) as usize];
+        if tag % 2 == 0 {
+            s.0 = distinct;
+        } else {
+            s.1 = distinct;
+        }
+    }
+    let count = if points.is_empty() {
+        0
+    } else {
+        distinct as usize + 1
+    };
+    (spans, count.saturating_sub(1))
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 use super::budget::Budget;
 use super::interval::{Buffer, Placement};
 use super::rng::Rng;
-use super::skyline::skyline_until;
+use super::skyline::{skyline_until, OnStop};
 
 /// Seed of the climb (fixed: runs repeat for a node budget).
 const SEED: u64 = 0x2545_f491_4f6c_dd1d;
@@ -38,7 +38,7 @@ pub(crate) fn improve_order(
         if spent >= work || stopped() {
             return spent;
         }
-        let Some(p) = skyline_until(bufs, span, nsec, o, budget.stop, false) else {
+        let Some(p) = skyline_until(bufs, span, nsec, o, budget.stop, OnStop::Abandon) else {
             return spent;
         };
         spent += n as u64;
@@ -62,7 +62,7 @@ pub(crate) fn improve_order(
             };
             cand.swap(i, j);
         }
-        let Some(p) = skyline_until(bufs, span, nsec, &cand, budget.stop, false) else {
+        let Some(p) = skyline_until(bufs, span, nsec, &cand, budget.stop, OnStop::Abandon) else {
             return spent;
         };
         spent += n as u64;

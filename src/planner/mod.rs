@@ -56,8 +56,11 @@ mod interval;
 mod json;
 mod liveness;
 mod local;
+mod maxtree;
+mod online;
 mod pack;
 mod plan;
+mod radix;
 mod rng;
 mod rounds;
 #[cfg(test)]
@@ -69,6 +72,7 @@ mod validate;
 
 pub use budget::Budget;
 pub use cache::PlanCache;
+pub use constructive::Pass;
 pub use csv::{parse_csv, write_csv, CsvError, CsvInstance};
 pub use graph::{Graph, InPlaceHint, Node, PlanError, ValueId, ViewMap};
 pub use greedy::{greedy, greedy_by_size, GreedyOrder};

@@ -16,7 +16,7 @@
 //! can time each and give each its share of a wall-clock budget.
 
 use super::budget::Budget;
-use super::constructive::{area_order, construct, lifetime_order};
+use super::constructive::{area_order, construct, lifetime_order, Pass};
 use super::greedy::{conflicts, size_order};
 use super::interval::{
     check_buffers, elementary_sections, lower_bound, Buffer, IntervalError, Placement,
@@ -68,6 +68,8 @@ pub struct Solution {
     /// bound, or when the budget ran out first). `placement.height` is
     /// never above it.
     pub greedy_height: Option<usize>,
+    /// The constructive passes tried, in order, with their heights.
+    pub passes: Vec<Pass>,
 }
 
 /// Number of conflicting pairs, by a sweep over start times.
@@ -151,6 +153,8 @@ pub(crate) struct State {
     pub(crate) nodes: u64,
     /// Greedy-by-size's height, when computed.
     pub(crate) greedy_height: Option<usize>,
+    /// The constructive passes tried.
+    pub(crate) passes: Vec<Pass>,
 }
 
 impl State {
@@ -168,6 +172,7 @@ pub(crate) fn start(p: &Problem, stop: Option<&dyn Fn() -> bool>) -> State {
         proven: p.lb,
         nodes: 0,
         greedy_height: s.greedy_height,
+        passes: s.passes,
     }
 }
 
@@ -228,6 +233,7 @@ pub(crate) fn finish(p: &Problem, st: State) -> Solution {
         naive_bytes: p.naive_bytes,
         nodes: st.nodes,
         greedy_height: st.greedy_height,
+        passes: st.passes,
     }
 }
 

@@ -123,6 +123,28 @@ pub fn weights_and_activations(n: usize, seed: u64) -> Vec<Buffer> {
         .collect()
 }
 
+/// A serializer's trace (pattern mode's serde case): `n` short-lived
+/// small buffers, one born a step, each live for 1 to `2 * live - 1`
+/// steps (so about `live` at a time), sizes 64 B to 4 KiB.
+///
+/// ```
+/// use warmarena::planner::{check_buffers, lower_bound, synth};
+/// let bufs = synth::short_lived(10_000, 64, 3);
+/// assert_eq!(bufs.len(), 10_000);
+/// assert!(check_buffers(&bufs).is_ok());
+/// assert!(lower_bound(&bufs) < 200 * 4096);
+/// ```
+pub fn short_lived(n: usize, live: usize, seed: u64) -> Vec<Buffer> {
+    let mut rng = Rng::new(seed);
+    let span = (2 * live).max(2) - 1;
+    (0..n)
+        .map(|t| {
+            let size = 64 * (1 + rng.below(64));
+            Buffer::new(t, t + 1 + rng.below(span), size)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

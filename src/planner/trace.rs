@@ -9,8 +9,10 @@
 //! phases leave, less a reserve for validation and output sized from the
 //! set-up's own cost (both are O(n log n) sorts of the same buffers): two
 //! thirds to the decision search, the rest to the local search. The first
-//! constructive pass always completes, so a budget below the fixed phases'
-//! cost is overrun by that much and no more.
+//! constructive pass always completes (the online best fit above 32 768
+//! buffers, else the skyline, hurried), so a budget below the fixed
+//! phases' cost is overrun by that much and no more; every other pass is
+//! skipped or cut, and the JSON's `"passes"` says which ran.
 
 use std::fmt;
 use std::path::Path;
@@ -288,8 +290,16 @@ impl TracePlan {
         let greedy = s
             .greedy_height
             .map_or("null".to_string(), |h| h.to_string());
+        let passes: Vec<String> = s
+            .passes
+            .iter()
+            .map(|p| {
+                let h = p.height.map_or("null".to_string(), |h| h.to_string());
+                format!("{{\"name\": \"{}\", \"height\": {h}}}", p.name)
+            })
+            .collect();
         format!(
-            "{{\"file\": {}, \"buffers\": {}, \"lower_bound\": {}, \"height\": {}, \"height_over_lb\": {:.6}, \"naive_bytes\": {}, \"greedy_height\": {greedy}, \"time_ms\": {:.3}, \"optimal\": {}, \"nodes\": {}, \"phases_ms\": {{\"read\": {:.3}, \"parse\": {:.3}, \"bound\": {:.3}, \"constructive\": {:.3}, \"search\": {:.3}, \"local\": {:.3}, \"validate\": {:.3}, \"write\": {:.3}}}}}",
+            "{{\"file\": {}, \"buffers\": {}, \"lower_bound\": {}, \"height\": {}, \"height_over_lb\": {:.6}, \"naive_bytes\": {}, \"greedy_height\": {greedy}, \"time_ms\": {:.3}, \"optimal\": {}, \"nodes\": {}, \"phases_ms\": {{\"read\": {:.3}, \"parse\": {:.3}, \"bound\": {:.3}, \"constructive\": {:.3}, \"search\": {:.3}, \"local\": {:.3}, \"validate\": {:.3}, \"write\": {:.3}}}, \"passes\": [{}]}}",
             json_string(file),
             self.buffers.len(),
             s.lower_bound,
@@ -307,6 +317,7 @@ impl TracePlan {
             ms(p.local),
             ms(p.validate),
             ms(p.write),
+            passes.join(", "),
         )
     }
 }

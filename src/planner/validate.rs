@@ -127,10 +127,18 @@ pub(crate) fn validate_with_ids(
             order.push(i);
         }
     }
-    order.sort_unstable_by_key(|&i| buffers[i].lower);
-    // Buffers by end time, to retire them; live buffers by (offset, index).
-    let mut ends: Vec<usize> = order.clone();
-    ends.sort_unstable_by_key(|&i| buffers[i].upper);
+    // Buffers by start, and by end time to retire them (radix sorts);
+    // live buffers by (offset, index).
+    let by = |key: fn(&Buffer) -> usize| {
+        let mut v: Vec<(u64, u32)> = order
+            .iter()
+            .map(|&i| (key(&buffers[i]) as u64, i as u32))
+            .collect();
+        super::radix::sort_by_key(&mut v);
+        v.into_iter().map(|e| e.1 as usize).collect::<Vec<usize>>()
+    };
+    let ends = by(|b| b.upper);
+    let order = by(|b| b.lower);
     let mut live: BTreeMap<(usize, usize), usize> = BTreeMap::new();
     let mut next_end = 0;
     for &i in &order {
