@@ -11,6 +11,7 @@
 
 use super::blocks::BlockState;
 use super::state::{ArenaState, Grant};
+use super::CARVE_LIMIT;
 use crate::os::OsCounters;
 use crate::size_class::{capacity, Class, MIN_CAPACITY};
 use core::ptr::NonNull;
@@ -28,6 +29,9 @@ impl ArenaState {
         align: usize,
         os: &OsCounters,
     ) -> Option<Grant> {
+        if self.heap_on && capacity(class) >= CARVE_LIMIT {
+            return self.heap_take_warm(size, align, os);
+        }
         self.take_exact(class, size, align, os)
     }
 
