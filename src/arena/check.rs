@@ -17,8 +17,9 @@ impl ArenaState {
             if b.state == BlockState::Vacant {
                 continue;
             }
+            // Free heap extents need no entry (and stale ones may remain).
             let indexed = self.by_addr.get(&b.addr) == Some(&i);
-            if indexed != (b.state != BlockState::Extent) {
+            if !indexed && b.state != BlockState::Extent {
                 return Err(format!(
                     "block {i} ({:?}) at {:#x}: indexed {indexed}",
                     b.state, b.addr
@@ -126,7 +127,7 @@ impl ArenaState {
     /// The execution heap's invariants (`heap.rs`): each segment tiled from
     /// its base by pieces in address order, no two free extents adjacent,
     /// every live piece below the mark, idle exactly when nothing is live
-    /// (then one extent, off the bins, on the sorted idle list), every
+    /// (then one extent, off the bins, in the idle set), every
     /// other extent on the bin of its length, and the marks summed.
     fn check_heap(&self) -> Result<(), String> {
         let h = &self.heap;
@@ -186,15 +187,18 @@ impl ArenaState {
                     seg.live, seg.idle
                 ));
             }
-            if seg.idle != h.idle.contains(&(s as u32)) {
-                return Err(format!("heap segment {s}: idle list disagrees"));
+            if seg.idle != h.idle.contains(s as u32) {
+                return Err(format!("heap segment {s}: idle set disagrees"));
             }
         }
         if marked != h.marked {
             return Err(format!("heap marks sum to {marked}, counted {}", h.marked));
         }
-        if h.idle.windows(2).any(|w| w[0] >= w[1]) {
-            return Err(format!("heap idle list out of order: {:?}", h.idle));
+        if let Some(s) = h.idle.iter().find(|&s| s as usize >= h.segs.len()) {
+            return Err(format!(
+                "heap idle set names segment {s} of {}",
+                h.segs.len()
+            ));
         }
         let mut binned = 0usize;
         for c in 0..CLASS_COUNT {

@@ -68,19 +68,19 @@ pub(crate) struct HeapSeg {
     pub live: u32,
     /// The piece at `base` (merges keep the lower record, so it never changes).
     pub first: u32,
-    /// No live piece: one extent covers the segment, off the bins, on the idle list.
+    /// No live piece: one extent covers the segment, off the bins, in the idle set.
     pub idle: bool,
 }
 
-/// The execution heap's segments, size bins and idle list.
+/// The execution heap's segments, size bins and idle set.
 #[derive(Debug)]
 pub(crate) struct Heap {
     pub segs: Vec<HeapSeg>,
     pub bins: [List; CLASS_COUNT],
     pub binned: ClassBitmap,
-    /// Idle segments, lowest-created first. Capacity for every segment is
-    /// reserved when one is made, so a free never grows it.
-    pub idle: Vec<u32>,
+    /// Idle segments. Room for every segment is made when one is, so a
+    /// free never grows it.
+    pub idle: IdleSet,
     /// The sum of the segments' marks.
     pub marked: usize,
 }
@@ -91,9 +91,62 @@ impl Default for Heap {
             segs: Vec::new(),
             bins: [List::default(); CLASS_COUNT],
             binned: ClassBitmap::default(),
-            idle: Vec::new(),
+            idle: IdleSet::default(),
             marked: 0,
         }
+    }
+}
+
+/// A set of segments, as bits: O(1) to add and remove, visited
+/// lowest-created first.
+#[derive(Debug, Default)]
+pub(crate) struct IdleSet {
+    words: Vec<u64>,
+}
+
+impl IdleSet {
+    /// Room for segments `0..n`; never shrinks.
+    fn make_room(&mut self, n: usize) -> Result<(), ()> {
+        let need = n.div_ceil(64);
+        if need > self.words.len() {
+            self.words
+                .try_reserve(need - self.words.len())
+                .map_err(|_| ())?;
+            self.words.resize(need, 0);
+        }
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn insert(&mut self, s: u32) {
+        self.words[s as usize / 64] |= 1 << (s % 64);
+    }
+
+    #[inline(always)]
+    fn remove(&mut self, s: u32) {
+        self.words[s as usize / 64] &= !(1 << (s % 64));
+    }
+
+    pub(crate) fn contains(&self, s: u32) -> bool {
+        self.words
+            .get(s as usize / 64)
+            .is_some_and(|w| w & (1 << (s % 64)) != 0)
+    }
+
+    /// The members, lowest first.
+    #[inline]
+    pub(crate) fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.words.iter().enumerate().flat_map(|(k, &w)| {
+            let mut w = w;
+            core::iter::from_fn(move || {
+                if w == 0 {
+                    return None;
+                }
+                let b = w.trailing_zeros();
+                w &= w - 1;
+                Some(k as u32 * 64 + b)
+            })
+        })
     }
 }
 
@@ -119,7 +172,7 @@ impl ArenaState {
     /// A request of `eff` bytes at `align` served from heap memory that is
     /// already materialized, with no system call and no metadata growth;
     /// `None` when that is not possible (the cold path then serves it).
-    #[inline]
+    #[inline(never)]
     pub(crate) fn heap_take_warm(
         &mut self,
         eff: usize,
@@ -156,6 +209,7 @@ impl ArenaState {
         self.pins
             .ensure(self.table.len() + 3)
             .map_err(|_| NO_ROOM(cap))?;
+        self.purge_stale_entries();
         // Twice the entries in use, so that tombstones are always cleared by
         // rehashing in place, never by growing, on the warm path's terms.
         let more = self.by_addr.len().max(1);
@@ -174,6 +228,22 @@ impl ArenaState {
         };
         let addr = (start + align - 1) & !(align - 1);
         Ok(self.heap_carve(i, s, addr, cap, os))
+    }
+
+    /// Drops index entries of heap addresses where no live piece starts
+    /// any more, once they outnumber the live heap pieces (plus a margin):
+    /// the index then stays within a constant of what is live.
+    fn purge_stale_entries(&mut self) {
+        let live: usize = self.heap.segs.iter().map(|g| g.live as usize).sum();
+        if self.by_addr.len() <= 2 * (live + self.held_buffers) + 64 {
+            return;
+        }
+        let table = &self.table;
+        self.by_addr.retain(|&addr, &mut i| {
+            table.get(i).is_some_and(|b| {
+                b.addr == addr && !matches!(b.state, BlockState::Vacant | BlockState::Extent)
+            })
+        });
     }
 
     /// The best fitting extent for `need` bytes: the smallest of the first
@@ -200,7 +270,7 @@ impl ArenaState {
                 return all;
             }
         }
-        for &s in &self.heap.idle {
+        for s in self.heap.idle.iter() {
             let seg = &self.heap.segs[s as usize];
             if seg.len >= need {
                 return seg.first;
@@ -249,10 +319,9 @@ impl ArenaState {
             .ok_or(ArenaError::SizeOverflow { size: cap })?
             & !(HUGE_PAGE_SIZE - 1);
         self.heap.segs.try_reserve(1).map_err(|_| NO_ROOM(cap))?;
-        let all = self.heap.segs.len() + 1;
         self.heap
             .idle
-            .try_reserve(all - self.heap.idle.len())
+            .make_room(self.heap.segs.len() + 1)
             .map_err(|_| NO_ROOM(cap))?;
         let req = MapRequest {
             len,
@@ -279,7 +348,7 @@ impl ArenaState {
             first: i,
             idle: true,
         });
-        self.heap.idle.push(s);
+        self.heap.idle.insert(s);
         Ok(i)
     }
 
@@ -292,9 +361,7 @@ impl ArenaState {
         let seg = &mut self.heap.segs[s as usize];
         if seg.idle {
             seg.idle = false;
-            if let Some(k) = self.heap.idle.iter().position(|&x| x == s) {
-                self.heap.idle.remove(k);
-            }
+            self.heap.idle.remove(s);
         } else {
             self.unbin(i);
         }
@@ -323,7 +390,11 @@ impl ArenaState {
         b.state = BlockState::Live;
         b.cap = cap;
         b.class = bin_of(cap) as u16;
-        self.by_addr.insert(addr, blk);
+        // Entries of freed pieces stay (see `heap_free`): usually the
+        // address already names this record.
+        if self.by_addr.get(&addr) != Some(&blk) {
+            self.by_addr.insert(addr, blk);
+        }
         self.note_live(cap);
         self.held_buffers += 1;
         let seg = &mut self.heap.segs[s as usize];
@@ -361,7 +432,10 @@ impl ArenaState {
     pub(crate) fn heap_free(&mut self, i: u32, os: &OsCounters) {
         let b = *self.table.at(i);
         let Place::Heap(s) = b.place else { return };
-        self.by_addr.remove(&b.addr);
+        // The address stays in the index: a lookup checks that the record
+        // is live at that address, and a repeated workload's next piece
+        // there (usually this record again) then costs no insert. The cold
+        // path purges entries that went stale.
         self.held_buffers -= 1;
         self.clock += 1;
         let stamp = self.clock << STAMP_SEQ_BITS;
@@ -384,8 +458,7 @@ impl ArenaState {
         seg.live -= 1;
         if seg.live == 0 {
             seg.idle = true;
-            let at = self.heap.idle.partition_point(|&x| x < s);
-            self.heap.idle.insert(at, s);
+            self.heap.idle.insert(s);
         } else {
             self.bin(k);
         }
