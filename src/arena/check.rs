@@ -166,7 +166,9 @@ impl ArenaState {
                     }
                     other => return Err(format!("heap piece {i} is {other:?}")),
                 };
-                if free && last_free {
+                // Only a parked segment's two extents may touch (`heap.rs`).
+                let parked = h.parked == s as u32 && pieces == 1;
+                if free && last_free && !parked {
                     return Err(format!("heap segment {s}: free extents adjacent at {i}"));
                 }
                 last_free = free;
@@ -190,6 +192,18 @@ impl ArenaState {
             if seg.idle != h.idle.contains(s as u32) {
                 return Err(format!("heap segment {s}: idle set disagrees"));
             }
+        }
+        if let Some(g) = h.segs.get(h.parked as usize) {
+            if !g.idle {
+                return Err(format!("heap: parked segment {} is in use", h.parked));
+            }
+        }
+        let binned_n: u32 = h.bins.iter().map(|l| l.len).sum();
+        if binned_n != h.binned_n {
+            return Err(format!(
+                "heap: {binned_n} extents binned, counted {}",
+                h.binned_n
+            ));
         }
         if marked != h.marked {
             return Err(format!("heap marks sum to {marked}, counted {}", h.marked));
@@ -218,7 +232,9 @@ impl ArenaState {
                 if b.state != BlockState::Extent || usize::from(b.class) != c {
                     return Err(format!("heap bin {c}: entry {i} is {b:?}"));
                 }
-                if h.segs[s as usize].idle {
+                // A parked segment's rest stays on its bin (`heap.rs`).
+                let parked_rest = h.parked == s && b.lo == h.segs[s as usize].first;
+                if h.segs[s as usize].idle && !parked_rest {
                     return Err(format!("heap bin {c}: entry {i} of an idle segment"));
                 }
                 n += 1;
@@ -231,6 +247,9 @@ impl ArenaState {
                 return Err(format!("heap bin {c}: {n} entries, counted {}", list.len));
             }
             binned += n as usize;
+        }
+        if h.segs.get(h.parked as usize).is_some() {
+            extents += 1; // the parked rest
         }
         if binned != extents {
             return Err(format!("heap: {extents} extents in use, {binned} on bins"));

@@ -83,6 +83,15 @@ pub(crate) struct Heap {
     pub idle: IdleSet,
     /// The sum of the segments' marks.
     pub marked: usize,
+    /// Free extents on bins.
+    pub binned_n: u32,
+    /// An idle segment whose merge is put off (`NIL` when none): its first
+    /// piece, the last buffer freed, is an extent of its own and the rest
+    /// of the segment another, left on its bin. The heap behaves as if they
+    /// were one idle extent (every other operation merges them first); a
+    /// request that the merged heap would serve with exactly that first
+    /// piece takes it back without splitting again (`take_parked`).
+    pub parked: u32,
 }
 
 impl Default for Heap {
@@ -93,6 +102,8 @@ impl Default for Heap {
             binned: ClassBitmap::default(),
             idle: IdleSet::default(),
             marked: 0,
+            binned_n: 0,
+            parked: NIL,
         }
     }
 }
@@ -131,6 +142,14 @@ impl IdleSet {
         self.words
             .get(s as usize / 64)
             .is_some_and(|w| w & (1 << (s % 64)) != 0)
+    }
+
+    /// Whether `s` is the lowest member.
+    #[inline(always)]
+    fn is_lowest(&self, s: u32) -> bool {
+        let k = s as usize / 64;
+        let below = (1u64 << (s % 64)) - 1;
+        self.contains(s) && self.words[k] & below == 0 && self.words[..k].iter().all(|&w| w == 0)
     }
 
     /// The members, lowest first.
@@ -180,6 +199,12 @@ impl ArenaState {
         os: &OsCounters,
     ) -> Option<Grant> {
         let (cap, need) = sizes(eff, align);
+        if self.heap.parked != NIL {
+            if let Some(g) = self.take_parked(cap, need) {
+                return Some(g);
+            }
+            self.unpark_now();
+        }
         if self.by_addr.capacity() <= self.by_addr.len() {
             return None;
         }
@@ -204,6 +229,7 @@ impl ArenaState {
         os: &OsCounters,
     ) -> Result<Grant, ArenaError> {
         let (cap, need) = sizes(eff, align);
+        self.unpark();
         // At most three new records: a new segment's extent, a front pad, a rest.
         self.table.reserve(3).map_err(|_| NO_ROOM(cap))?;
         self.pins
@@ -430,8 +456,12 @@ impl ArenaState {
     /// Returns live heap piece `i`: it becomes a free extent, merged with
     /// free neighbours; the segment goes idle when it was its last live piece.
     pub(crate) fn heap_free(&mut self, i: u32, os: &OsCounters) {
-        let b = *self.table.at(i);
-        let Place::Heap(s) = b.place else { return };
+        self.unpark();
+        let (place, lo, hi) = {
+            let b = self.table.at(i);
+            (b.place, b.lo, b.hi)
+        };
+        let Place::Heap(s) = place else { return };
         // The address stays in the index: a lookup checks that the record
         // is live at that address, and a repeated workload's next piece
         // there (usually this record again) then costs no insert. The cold
@@ -442,11 +472,23 @@ impl ArenaState {
         let f = self.table.at(i);
         f.state = BlockState::Extent;
         f.freed_at = stamp;
+        let seg = &mut self.heap.segs[s as usize];
+        if seg.live == 1 && lo == NIL && hi != NIL {
+            // The last buffer of the segment, at its base: park it (above).
+            seg.live = 0;
+            seg.idle = true;
+            self.heap.idle.insert(s);
+            self.heap.parked = s;
+            if self.retained_bytes() > self.config.retention_cap {
+                self.enforce_cap(os);
+            }
+            return;
+        }
         let mut k = i;
-        if b.lo != NIL && self.is_extent(b.lo) {
-            self.unbin(b.lo);
-            self.absorb(b.lo, k);
-            k = b.lo;
+        if lo != NIL && self.is_extent(lo) {
+            self.unbin(lo);
+            self.absorb(lo, k);
+            k = lo;
         }
         let hi = self.table.at(k).hi;
         if hi != NIL && self.is_extent(hi) {
@@ -471,6 +513,7 @@ impl ArenaState {
     /// live piece), idle segments whole, highest-created first, until
     /// retained bytes are at most `limit`. Returns (bytes, extents) released.
     pub(crate) fn heap_release(&mut self, limit: usize, os: &OsCounters) -> (usize, u64) {
+        self.unpark();
         let (mut bytes, mut n) = (0, 0);
         for s in (0..self.heap.segs.len()).rev() {
             if self.retained_bytes() <= limit {
@@ -506,16 +549,88 @@ impl ArenaState {
         (bytes, n)
     }
 
-    /// Free extents of the heap with materialized bytes (for `stats`).
+    /// Free extents of the heap with materialized bytes (for `stats`; a
+    /// parked segment's two count as the one they stand for).
     pub(crate) fn heap_retained_extents(&self) -> usize {
+        let parked_rest = match self.heap.segs.get(self.heap.parked as usize) {
+            Some(g) => self.table.get(g.first).map_or(NIL, |b| b.hi),
+            None => NIL,
+        };
+        let rest = self.table.get(parked_rest).map(|b| b.addr);
         self.table
             .iter()
+            .filter(|b| Some(b.addr) != rest)
             .filter(|b| {
                 b.state == BlockState::Extent
                     && matches!(b.place, Place::Heap(s)
                         if b.addr < self.heap.segs[s as usize].base + self.heap.segs[s as usize].mark)
             })
             .count()
+    }
+
+    /// Serves a request of a piece of `cap` bytes (an extent of `need`)
+    /// from the parked segment, when the merged heap would serve it with
+    /// exactly the parked first piece: no extent on any bin, the parked
+    /// segment the lowest idle one, fitting, the piece of that length.
+    /// The split the merged heap would make is the one still there.
+    #[inline]
+    fn take_parked(&mut self, cap: usize, need: usize) -> Option<Grant> {
+        let s = self.heap.parked;
+        let seg = &self.heap.segs[s as usize];
+        let x = seg.first;
+        let (len, top) = (seg.len, seg.base + seg.mark);
+        let addr = {
+            let b = self.table.get(x)?;
+            if b.cap != cap {
+                return None;
+            }
+            b.addr
+        };
+        // The rest is the one extent on a bin.
+        if len < need || self.heap.binned_n != 1 || addr + cap > top || !self.heap.idle.is_lowest(s)
+        {
+            return None;
+        }
+        // Still indexed: it was live when parked, and only the cold path
+        // (which merges first) purges entries.
+        debug_assert_eq!(self.by_addr.get(&addr), Some(&x));
+        self.heap.parked = NIL;
+        self.heap.idle.remove(s);
+        let g = &mut self.heap.segs[s as usize];
+        g.idle = false;
+        g.live = 1;
+        // Its class is still that of its length (`heap_carve`).
+        self.table.at(x).state = BlockState::Live;
+        self.note_live(cap);
+        self.held_buffers += 1;
+        Some(Grant {
+            // SAFETY: the piece lies in a live, non-null segment mapping.
+            ptr: unsafe { NonNull::new_unchecked(addr as *mut u8) },
+            cap,
+            block: x,
+            fresh: false,
+            warm: true,
+        })
+    }
+
+    /// Merges the parked segment's two extents, if any (see [`Heap::parked`]).
+    #[inline(always)]
+    fn unpark(&mut self) {
+        if self.heap.parked != NIL {
+            self.unpark_now();
+        }
+    }
+
+    #[inline(never)]
+    fn unpark_now(&mut self) {
+        let s = self.heap.parked;
+        self.heap.parked = NIL;
+        let x = self.heap.segs[s as usize].first;
+        let hi = self.table.at(x).hi;
+        if hi != NIL {
+            self.unbin(hi);
+            self.absorb(x, hi);
+        }
     }
 
     #[inline(always)]
@@ -558,6 +673,7 @@ impl ArenaState {
         self.table.at(i).class = c as u16;
         self.table.insert_after(&mut self.heap.bins[c], NIL, i);
         self.heap.binned.set(c);
+        self.heap.binned_n += 1;
     }
 
     /// Takes free extent `i` off its bin.
@@ -566,6 +682,7 @@ impl ArenaState {
         let c = self.table.at(i).class as usize;
         let list = &mut self.heap.bins[c];
         self.table.unlink(list, i);
+        self.heap.binned_n -= 1;
         if list.is_empty() {
             self.heap.binned.clear(c);
         }
