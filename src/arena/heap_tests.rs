@@ -156,3 +156,29 @@ fn the_cap_releases_free_memory_above_live_buffers() {
     assert_eq!(a.stats().retained_bytes, 0);
     assert_eq!(a.check_invariants(), Ok(()));
 }
+
+#[test]
+fn a_parked_last_buffer_behaves_as_merged() {
+    let a = arena();
+    let x = a.allocate(256 * K, 64).unwrap();
+    let at = x.as_ptr() as usize;
+    drop(x);
+    // Parked: one retained extent as far as anyone can tell.
+    let s = a.stats();
+    assert_eq!((s.retained_bytes, s.retained_buffers), (256 * K, 1));
+    assert_eq!(a.check_invariants(), Ok(()));
+    // The same length comes back from it, warm.
+    let y = a.allocate(256 * K - 100, 64).unwrap();
+    assert_eq!((y.as_ptr() as usize, y.served_warm()), (at, true));
+    drop(y);
+    // Another length: merged first, then placed as on a merged heap.
+    let z = a.allocate(128 * K, 64).unwrap();
+    assert_eq!((z.as_ptr() as usize, z.served_warm()), (at, true));
+    let w = a.allocate(256 * K, 64).unwrap();
+    assert_eq!(w.as_ptr() as usize, at + 128 * K);
+    assert!(!w.served_warm(), "reaches above the mark");
+    assert_eq!(a.check_invariants(), Ok(()));
+    drop((z, w));
+    assert_eq!(a.trim(), 384 * K);
+    assert_eq!(a.check_invariants(), Ok(()));
+}
