@@ -170,6 +170,24 @@ impl BlockTable {
         }
     }
 
+    /// Adds `n` vacant records (written now, so their memory is
+    /// materialized before a warm path takes them).
+    pub(crate) fn add_vacant(&mut self, n: usize) -> Result<(), ()> {
+        self.blocks.try_reserve(n).map_err(|_| ())?;
+        let all = self.blocks.len() + n;
+        self.vacant
+            .try_reserve(all.saturating_sub(self.vacant.len()))
+            .map_err(|_| ())?;
+        for _ in 0..n {
+            let i = self.blocks.len() as u32;
+            let mut b = Block::new(0, 0, 0, Place::Own);
+            b.state = BlockState::Vacant;
+            self.blocks.push(b);
+            self.vacant.push(i);
+        }
+        Ok(())
+    }
+
     /// Marks a slot vacant. Never allocates: the stack's capacity covers every slot.
     pub(crate) fn vacate(&mut self, i: u32) {
         self.blocks[i as usize].state = BlockState::Vacant;

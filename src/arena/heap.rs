@@ -230,10 +230,19 @@ impl ArenaState {
     ) -> Result<Grant, ArenaError> {
         let (cap, need) = sizes(eff, align);
         self.unpark();
-        // At most three new records: a new segment's extent, a front pad, a rest.
-        self.table.reserve(3).map_err(|_| NO_ROOM(cap))?;
+        // At most three new records: a new segment's extent, a front pad, a
+        // rest. Vacant records are kept at least as many as those in use:
+        // a later run that starts with every own-class block already made
+        // then still finds the records its splits need (the warm path takes
+        // vacant ones only), and the table grows by doubling.
+        let in_use = self.table.len() - self.table.vacant_len();
+        let want = in_use + 3;
+        if self.table.vacant_len() < want {
+            let n = want - self.table.vacant_len();
+            self.table.add_vacant(n).map_err(|_| NO_ROOM(cap))?;
+        }
         self.pins
-            .ensure(self.table.len() + 3)
+            .ensure(self.table.len())
             .map_err(|_| NO_ROOM(cap))?;
         self.purge_stale_entries();
         // Twice the entries in use, so that tombstones are always cleared by
@@ -256,12 +265,16 @@ impl ArenaState {
         Ok(self.heap_carve(i, s, addr, cap, os))
     }
 
-    /// Drops index entries of heap addresses where no live piece starts
-    /// any more, once they outnumber the live heap pieces (plus a margin):
-    /// the index then stays within a constant of what is live.
+    /// Drops index entries of addresses where no block starts any more,
+    /// once there are more than twice as many entries as materialized heap
+    /// pages plus held blocks: a repeated run's pieces keep their entries
+    /// (a purge would make them insert again, into index memory the warm
+    /// run then touches first), and the index stays within a small
+    /// fraction of the memory it covers. After a trim lowers the marks the
+    /// next cold request purges.
     fn purge_stale_entries(&mut self) {
-        let live: usize = self.heap.segs.iter().map(|g| g.live as usize).sum();
-        if self.by_addr.len() <= 2 * (live + self.held_buffers) + 64 {
+        let pages = self.heap.marked / os::page_size();
+        if self.by_addr.len() <= 2 * (pages + self.held_buffers) + 64 {
             return;
         }
         let table = &self.table;
