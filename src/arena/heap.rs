@@ -19,8 +19,8 @@
 //!
 //! Each segment keeps a mark: the bytes from its base whose pages are
 //! materialized. Every live piece ends at or below it; a request placed
-//! below it is warm, one that reaches above it is cold (the gap between the
-//! mark and the piece is materialized then, so the prefix stays whole).
+//! below it is warm, one that reaches above it is cold (everything from the
+//! mark to the piece's end is materialized then, so the prefix stays whole).
 //! Retained bytes are the marked bytes not live. Trim and the retention cap
 //! release the free extent at the top of each segment (lowering its mark)
 //! and whole idle segments; free holes between live pieces stay
@@ -234,21 +234,30 @@ impl ArenaState {
         // rest. Vacant records are kept at least as many as those in use:
         // a later run that starts with every own-class block already made
         // then still finds the records its splits need (the warm path takes
-        // vacant ones only), and the table grows by doubling.
+        // vacant ones only). When short, twice as many are made, so that a
+        // cold request of a later run (a thread interleaving not seen
+        // before) rarely has to grow the table again.
         let in_use = self.table.len() - self.table.vacant_len();
-        let want = in_use + 3;
-        if self.table.vacant_len() < want {
-            let n = want - self.table.vacant_len();
+        if self.table.vacant_len() < in_use + 3 {
+            let n = 2 * in_use + 3 - self.table.vacant_len();
             self.table.add_vacant(n).map_err(|_| NO_ROOM(cap))?;
         }
         self.pins
             .ensure(self.table.len())
             .map_err(|_| NO_ROOM(cap))?;
         self.purge_stale_entries();
-        // Twice the entries in use, so that tombstones are always cleared by
-        // rehashing in place, never by growing, on the warm path's terms.
-        let more = self.by_addr.len().max(1);
-        self.by_addr.try_reserve(more).map_err(|_| NO_ROOM(cap))?;
+        // Room for half as many entries again as there are (so that the
+        // warm path's inserts of new addresses rarely find it full); when
+        // less is left, room for twice as many.
+        let (len, room) = (
+            self.by_addr.len(),
+            self.by_addr.capacity() - self.by_addr.len(),
+        );
+        if room <= len / 2 {
+            self.by_addr
+                .try_reserve(2 * len + 1)
+                .map_err(|_| NO_ROOM(cap))?;
+        }
         let mut i = self.heap_find(need);
         if i == NIL {
             i = self.heap_new_segment(need, cap, os)?;
@@ -441,20 +450,18 @@ impl ArenaState {
         let mark = seg.base + seg.mark;
         let warm = end <= mark;
         if !warm {
-            // Materialize what lies between the mark and the piece (a pad
-            // the request will not write), or everything when prefaulting.
-            let gap_end = if self.config.prefault { end } else { addr };
+            // Materialize everything from the mark to the piece's end now
+            // (the pad before it too): one system call instead of a fault
+            // per page, and a cold request in a later run (threads
+            // interleaving in an order not seen before) costs no fault.
             seg.mark = end - seg.base;
             self.heap.marked += end - mark;
             self.stats.cold_allocations += 1;
-            if gap_end > mark {
-                // SAFETY: [mark, gap_end) is page-aligned and inside the
-                // segment's live read-write mapping; nobody owns those bytes
-                // (free pad, or the piece being handed out).
-                unsafe {
-                    os::prefault(NonNull::new_unchecked(mark as *mut u8), gap_end - mark, os)
-                };
-            }
+            // SAFETY: [mark, end) is page-aligned, non-empty (the piece ends
+            // above the mark) and inside the segment's live read-write
+            // mapping; nobody owns those bytes (a free pad, or the piece
+            // being handed out, not yet written).
+            unsafe { os::prefault(NonNull::new_unchecked(mark as *mut u8), end - mark, os) };
         }
         Grant {
             // SAFETY: the piece lies in a live, non-null segment mapping.
