@@ -187,7 +187,26 @@ fn sizes(eff: usize, align: usize) -> (usize, usize) {
 
 const NO_ROOM: fn(usize) -> ArenaError = |size| ArenaError::OutOfMemory { size, errno: 0 };
 
+/// A number that tells the calling thread from every other live thread:
+/// the address of a thread-local byte (no destructor, so usable inside the
+/// global allocator).
+#[inline(always)]
+pub(crate) fn thread_token() -> usize {
+    std::thread_local!(static TOKEN: u8 = const { 0 });
+    TOKEN.with(|t| t as *const u8 as usize)
+}
+
 impl ArenaState {
+    /// Whether this request goes to the heap: the arena has one and the
+    /// calling thread is the one that made the arena (`heap_thread`).
+    /// Other threads' large requests take own classes, whose reuse does
+    /// not depend on the order requests come in; buffers already in the
+    /// heap still return to it, from any thread.
+    #[inline(always)]
+    pub(crate) fn heap_serves(&self) -> bool {
+        self.heap_on && self.heap_thread == thread_token()
+    }
+
     /// A request of `eff` bytes at `align` served from heap memory that is
     /// already materialized, with no system call and no metadata growth;
     /// `None` when that is not possible (the cold path then serves it).

@@ -43,7 +43,7 @@ impl ArenaState {
         let cap = capacity(class);
         let g = if cap < CARVE_LIMIT {
             self.carve(class, os)
-        } else if self.heap_on {
+        } else if self.heap_serves() {
             // Placement and materialization are the heap's (`heap.rs`).
             return self.heap_take_cold(size, align, os);
         } else if cap < SEGMENT_CARVE_MAX.min(SEGMENT_LEN + 1) {

@@ -42,7 +42,7 @@ impl ArenaState {
         os: &OsCounters,
     ) -> Option<Grant> {
         if !self.warm.has(class) || !serves_alignment(class, align) {
-            if self.heap_on && class >= HEAP_FIRST_CLASS {
+            if class >= HEAP_FIRST_CLASS && self.heap_serves() {
                 return self.heap_take_warm(size, align, os);
             }
             return None;

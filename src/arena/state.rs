@@ -115,6 +115,11 @@ pub(crate) struct ArenaState {
     /// rather than to own-class lists: set for execution arenas not in
     /// pattern mode.
     pub heap_on: bool,
+    /// The thread the heap serves: the one that made the arena
+    /// (`heap::thread_token`). The heap's placement is repeatable only
+    /// when the order of requests is, which threads interleaving
+    /// differently run by run break; own classes do not depend on it.
+    pub heap_thread: usize,
     pub heap: Heap,
     pub pins: PinTable,
     pub config: ArenaConfig,
@@ -182,6 +187,7 @@ impl ArenaState {
             idle_segments: Vec::new(),
             by_addr: AddrMap::default(),
             heap_on: false,
+            heap_thread: 0,
             heap: Heap::default(),
             pins: PinTable::default(),
             config,
