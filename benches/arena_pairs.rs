@@ -4,12 +4,14 @@
 //! `cargo bench --bench arena_pairs` (add `-- --quick` for a shorter run).
 //! Two shapes per size: `pair` (allocate, free) and `pair+touch` (allocate,
 //! write one byte per 4 KiB page, free), which shows what each allocator's
-//! way of returning memory costs in page faults.
+//! way of returning memory costs in page faults. From 64 KiB, `warmarena`
+//! is the execution heap and `warmarena-io` an I/O arena (own classes, the
+//! policy execution arenas had before the heap).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
-use warmarena::ExecutionArena;
+use warmarena::{ExecutionArena, IoArena};
 
 const SIZES: &[usize] = &[
     16,
@@ -46,6 +48,7 @@ fn peer_pair<A: GlobalAlloc>(a: &A, layout: Layout, touch_pages: bool) {
 
 fn pairs(c: &mut Criterion) {
     let arena = ExecutionArena::new();
+    let io = IoArena::new();
     let mi = mimalloc::MiMalloc;
     let je = tikv_jemallocator::Jemalloc;
     for touch_pages in [false, true] {
@@ -68,6 +71,18 @@ fn pairs(c: &mut Criterion) {
                     drop(a)
                 })
             });
+            if size >= 64 << 10 {
+                drop(io.allocate(size, 64).unwrap());
+                g.bench_with_input(BenchmarkId::new("warmarena-io", size), &size, |b, &s| {
+                    b.iter(|| {
+                        let mut a = io.allocate(black_box(s), 64).unwrap();
+                        if touch_pages {
+                            touch(a.as_mut_ptr(), s);
+                        }
+                        drop(a)
+                    })
+                });
+            }
             g.bench_with_input(BenchmarkId::new("system", size), &layout, |b, &l| {
                 b.iter(|| peer_pair(&System, black_box(l), touch_pages))
             });

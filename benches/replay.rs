@@ -9,7 +9,10 @@
 //! bounds the live peak of a replay, default 3 GiB; `WARMARENA_REPLAY_ONLY`
 //! keeps the replays whose name contains it). Each backend does 1 cold run
 //! then `RUNS` warm runs, every byte written, alignment 64; the arena is
-//! dropped (and mimalloc collected) before the next backend starts.
+//! dropped (and mimalloc collected) before the next backend starts. The
+//! `own` columns replay through an I/O arena, whose buffers of 64 KiB and
+//! more keep the own-class policy execution arenas had before the
+//! execution heap: the before and after of one binary.
 
 #[path = "../tests/common/replay.rs"]
 mod replay;
@@ -19,7 +22,7 @@ use replay::{
 };
 use std::time::Instant;
 use warmarena::faults::FaultCounter;
-use warmarena::ExecutionArena;
+use warmarena::{ExecutionArena, IoArena};
 
 const RUNS: usize = 8;
 
@@ -89,7 +92,7 @@ fn main() {
         ]);
     }
     println!(
-        "{:<44} {:>9} {:>9} {:>8} {:>7} {:>9} {:>9} {:>8} {:>7} {:>7}",
+        "{:<44} {:>9} {:>9} {:>8} {:>7} {:>9} {:>9} {:>8} {:>7} {:>7} {:>9} {:>8} {:>8}",
         "replay (align 64)",
         "peak MiB",
         "wa ms",
@@ -99,7 +102,10 @@ fn main() {
         "mi RSS/pk",
         "RSS wa/mi",
         "wa THP",
-        "mi THP"
+        "mi THP",
+        "own RSS/pk",
+        "own flt",
+        "own/mi"
     );
     for set in &sets {
         let name = set
@@ -123,9 +129,13 @@ fn main() {
             let arena = ExecutionArena::new();
             drive(&Api2(&arena), &refs, 64)
         };
+        let own = {
+            let arena = IoArena::new();
+            drive(&Api2(&arena), &refs, 64)
+        };
         let pk = peak as f64;
         println!(
-            "{:<44} {:>9.1} {:>9.3} {:>8.3} {:>7} {:>9.2} {:>9.2} {:>8.2} {:>7.2} {:>7.2}",
+            "{:<44} {:>9.1} {:>9.3} {:>8.3} {:>7} {:>9.2} {:>9.2} {:>8.2} {:>7.2} {:>7.2} {:>9.2} {:>8} {:>8.3}",
             name,
             pk / (1 << 20) as f64,
             wa.warm_ms,
@@ -135,7 +145,10 @@ fn main() {
             mi.rss as f64 / pk,
             wa.rss as f64 / mi.rss.max(1) as f64,
             wa.huge as f64 / wa.rss.max(1) as f64,
-            mi.huge as f64 / mi.rss.max(1) as f64
+            mi.huge as f64 / mi.rss.max(1) as f64,
+            own.rss as f64 / pk,
+            own.warm_faults,
+            own.warm_ms / mi.warm_ms
         );
     }
 }

@@ -53,7 +53,10 @@ fn check_row(r: &Row, peak: usize) {
             );
         }
     }
-    if r.scenario == Scenario::DropOutputs && r.workload == "large-model" {
+    // Every scenario but held outputs: the execution arena holds at most
+    // 1.25x the live peak after its warm runs (the execution heap; own
+    // classes held up to 2.9x on alternating shapes).
+    if r.scenario != Scenario::HoldOutputs && r.workload == "large-model" {
         let held = e1.retained_bytes + e1.live_bytes;
         println!(
             "{label}: arena holds {held} B for a live peak of {peak} B ({:.3}x)",

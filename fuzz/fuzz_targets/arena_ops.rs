@@ -16,14 +16,14 @@ use allocator_api2::alloc::{Allocator, Layout};
 use core::ptr::NonNull;
 use libfuzzer_sys::fuzz_target;
 use std::collections::HashMap;
-use warmarena::size_class::{capacity, class_of};
+use warmarena::size_class::class_of;
 use warmarena::{
     ArenaError, Allocation, ArenaConfig, ArenaStats, ExecutionArena, IoArena, IoLease,
 };
 
 #[path = "../../tests/common/policy_model.rs"]
 mod policy_model;
-use policy_model::PolicyModel;
+use policy_model::{Held, PolicyModel};
 
 warmarena_fuzz::op_counts!(
     COUNTS,
@@ -182,7 +182,7 @@ struct Origin {
 
 struct Owned {
     a: Allocation,
-    class: usize,
+    held: Held,
     origin: Origin,
     byte: u8,
 }
@@ -191,7 +191,7 @@ struct Raw {
     ptr: NonNull<u8>,
     layout: Layout,
     cap: usize,
-    class: usize,
+    held: Held,
     origin: Origin,
     byte: u8,
     /// The arena it came from, kept so it can be freed even after the slot
@@ -215,7 +215,8 @@ impl Either {
 }
 
 struct Leased {
-    class: usize,
+    held: Held,
+    cap: usize,
     origin: Origin,
     byte: u8,
     len: usize,
@@ -271,7 +272,7 @@ impl World {
         World {
             exec: Slot {
                 arena: ExecutionArena::with_config(config()),
-                model: PolicyModel::default(),
+                model: PolicyModel::execution(),
                 epoch: 0,
             },
             io: Slot {
@@ -341,8 +342,9 @@ impl World {
                 };
                 let mut a = r.expect("a valid request is served");
                 let origin = self.origin(io);
-                let (class, warm) = self.model(origin).unwrap().alloc(size, align);
-                assert_eq!(a.capacity(), capacity(class), "served class");
+                let m = self.model(origin).unwrap();
+                let (held, warm) = m.alloc_any(size, align);
+                assert_eq!(a.capacity(), m.cap_of(held), "served capacity");
                 assert_eq!(a.served_warm(), warm, "warm or cold");
                 assert_eq!(a.as_ptr() as usize % align, 0, "alignment");
                 assert_eq!(a.len(), size);
@@ -353,7 +355,7 @@ impl World {
                 fill(a.as_mut_ptr(), a.capacity(), byte);
                 self.owned.push(Owned {
                     a,
-                    class,
+                    held,
                     origin,
                     byte,
                 });
@@ -418,8 +420,9 @@ impl World {
                 let arena = self.current_allocator(io);
                 let p = arena.alloc().allocate(layout).expect("served");
                 let origin = self.origin(io);
-                let (class, _) = self.model(origin).unwrap().alloc(size, align);
-                assert_eq!(p.len(), capacity(class), "raw served class");
+                let m = self.model(origin).unwrap();
+                let (held, _) = m.alloc_any(size, align);
+                assert_eq!(p.len(), m.cap_of(held), "raw served capacity");
                 let ptr = p.cast::<u8>();
                 assert_eq!(ptr.as_ptr() as usize % align, 0);
                 let byte = self.next_byte();
@@ -428,7 +431,7 @@ impl World {
                     ptr,
                     layout,
                     cap: p.len(),
-                    class,
+                    held,
                     origin,
                     byte,
                     arena,
@@ -461,28 +464,29 @@ impl World {
                 );
                 assert_eq!(np.as_ptr() as usize % align, 0);
                 let origin = r.origin;
-                let old_class = r.class;
-                let class = if in_place {
+                let old = r.held;
+                let held = if in_place {
                     assert_eq!(np, r.ptr, "grow within capacity moved");
-                    old_class
+                    old
                 } else {
                     COUNTS.bump(GROW_MOVED);
                     let model = self.model(origin);
                     match model {
                         Some(m) => {
-                            let (c, _) = m.alloc(size, align);
-                            m.free(old_class);
-                            assert_eq!(p.len(), capacity(c), "grown class");
-                            c
+                            let (h, _) = m.alloc_any(size, align);
+                            m.free_any(old);
+                            assert_eq!(p.len(), m.cap_of(h), "grown capacity");
+                            h
                         }
-                        None => class_of(p.len()).unwrap(),
+                        // No model to answer to any more.
+                        None => Held::Class(class_of(p.len()).unwrap_or(0)),
                     }
                 };
                 let r = &mut self.raw[i];
                 r.ptr = np;
                 r.layout = new;
                 r.cap = p.len();
-                r.class = class;
+                r.held = held;
                 r.byte = byte;
                 fill(np.as_ptr(), size, byte);
             }
@@ -503,7 +507,7 @@ impl World {
                     // The block went back to the arena.
                     let r = self.raw.swap_remove(i);
                     if let Some(m) = self.model(r.origin) {
-                        m.free(r.class);
+                        m.free_any(r.held);
                     }
                     return;
                 }
@@ -520,7 +524,7 @@ impl World {
                 assert!(holds(o.a.as_ptr(), o.a.capacity(), o.byte), "bytes changed");
                 drop(o.a);
                 if let Some(m) = self.model(o.origin) {
-                    m.free(o.class);
+                    m.free_any(o.held);
                 }
             }
             Op::RawFree { idx } => {
@@ -533,7 +537,7 @@ impl World {
                 // SAFETY: a live block of this allocator made with `r.layout`.
                 unsafe { r.arena.alloc().deallocate(r.ptr, r.layout) };
                 if let Some(m) = self.model(r.origin) {
-                    m.free(r.class);
+                    m.free_any(r.held);
                 }
             }
             Op::FreeOnThread { idx, raw } => {
@@ -583,14 +587,17 @@ impl World {
                         assert_eq!((l.as_ptr(), l.len(), l.owners()), (p, len, 1));
                         let id = self.next_id;
                         self.next_id += 1;
+                        let mut cap = 0;
                         if let Some(m) = self.model(o.origin) {
+                            cap = m.cap_of(o.held);
                             m.leases += 1;
-                            m.leased += capacity(o.class);
+                            m.leased += cap;
                         }
                         self.leased.insert(
                             id,
                             Leased {
-                                class: o.class,
+                                held: o.held,
+                                cap,
                                 origin: o.origin,
                                 byte: o.byte,
                                 len,
@@ -636,8 +643,8 @@ impl World {
                     let info = self.leased.remove(&id).unwrap();
                     if let Some(m) = self.model(info.origin) {
                         m.leases -= 1;
-                        m.leased -= capacity(info.class);
-                        m.free(info.class);
+                        m.leased -= info.cap;
+                        m.free_any(info.held);
                     }
                 }
             }
@@ -668,8 +675,7 @@ impl World {
                 } else {
                     &mut self.exec.model
                 };
-                let expect = m.retained_bytes();
-                m.retained.clear();
+                let expect = m.trim();
                 let got = if io {
                     self.io.arena.trim()
                 } else {
@@ -702,7 +708,7 @@ impl World {
                 } else {
                     self.exec = Slot {
                         arena: ExecutionArena::with_config(config()),
-                        model: PolicyModel::default(),
+                        model: PolicyModel::execution(),
                         epoch: self.exec.epoch + 1,
                     };
                 }

@@ -20,8 +20,30 @@ pub(crate) enum BlockState {
     /// Free and released (a small-class block whose run's pages may be gone):
     /// on its class's cold list, reused only as a cold allocation.
     Cold,
+    /// A free extent of an execution heap segment (`heap.rs`): on its size
+    /// bin, or the whole of an idle segment.
+    Extent,
     /// The record is unused; its slot is on the vacant stack.
     Vacant,
+}
+
+/// Where a block's memory comes from, and so how it goes back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// Carved from small-class run `runs[i]`.
+    Run(u32),
+    /// Carved from a large-class segment `runs[i]` shared by the classes
+    /// from 64 KiB to 16 MiB (own-class policy: I/O arenas).
+    Segment(u32),
+    /// A mapping of its own, `cap` bytes (classes of 16 MiB and more under
+    /// the own-class policy).
+    Own,
+    /// A piece of execution heap segment `heap.segs[i]` (`heap.rs`): a
+    /// live buffer or a free extent, linked to its address neighbours.
+    Heap(u32),
+    /// Above the largest class: a mapping of its own, `cap` bytes,
+    /// released on free.
+    Dedicated,
 }
 
 /// One buffer.
@@ -29,39 +51,49 @@ pub(crate) enum BlockState {
 pub(crate) struct Block {
     pub addr: usize,
     pub cap: usize,
-    /// Size class, or `DEDICATED` for a mapping above the largest class.
+    /// Size class (`DEDICATED` above the largest class; for a heap piece,
+    /// the class of its length: its size bin when free).
     pub class: u16,
     pub state: BlockState,
-    /// The run a small-class block was carved from, or `NIL` for a block
-    /// with its own mapping.
-    pub run: u32,
-    /// Length of the block's own mapping (0 for carved blocks).
-    pub map_len: usize,
+    pub place: Place,
     /// When it was last freed (the arena's free counter).
     pub freed_at: u64,
     /// How many of its first bytes have their pages (see `ready.rs`).
     pub ready: usize,
-    /// Links in the class list (warm or cold).
+    /// Links in the class list (warm or cold) or size bin (heap extents).
     pub prev: u32,
     pub next: u32,
+    /// Heap pieces only: the pieces just below and above in address order
+    /// (`NIL` at the segment's ends).
+    pub lo: u32,
+    pub hi: u32,
 }
 
 /// Class marker for dedicated (unclassed) mappings.
 pub(crate) const DEDICATED: u16 = u16::MAX;
 
 impl Block {
-    pub(crate) fn new(addr: usize, cap: usize, class: u16, run: u32, map_len: usize) -> Self {
+    pub(crate) fn new(addr: usize, cap: usize, class: u16, place: Place) -> Self {
         Block {
             addr,
             cap,
             class,
             state: BlockState::Live,
-            run,
-            map_len,
+            place,
             freed_at: 0,
             ready: 0,
             prev: NIL,
             next: NIL,
+            lo: NIL,
+            hi: NIL,
+        }
+    }
+
+    /// The length of the block's own mapping, if it has one.
+    pub(crate) fn own_mapping(&self) -> Option<usize> {
+        match self.place {
+            Place::Own | Place::Dedicated => Some(self.cap),
+            Place::Run(_) | Place::Segment(_) | Place::Heap(_) => None,
         }
     }
 }
@@ -103,14 +135,27 @@ impl BlockTable {
     /// before the OS work of a cold allocation so that a failed growth of
     /// the table leaves nothing half-done.
     pub(crate) fn reserve_one(&mut self) -> Result<(), ()> {
-        if !self.vacant.is_empty() {
+        self.reserve(1)
+    }
+
+    /// Makes room for `n` more records (see [`BlockTable::reserve_one`]).
+    pub(crate) fn reserve(&mut self, n: usize) -> Result<(), ()> {
+        if self.vacant.len() >= n {
             return Ok(());
         }
-        self.blocks.try_reserve(1).map_err(|_| ())?;
+        self.blocks.try_reserve(n).map_err(|_| ())?;
         // The vacant stack can never hold more than every block.
+        let all = self.blocks.len() + n;
         self.vacant
-            .try_reserve(self.blocks.len() + 1)
+            .try_reserve(all.saturating_sub(self.vacant.len()))
             .map_err(|_| ())
+    }
+
+    /// Vacant slots: records `insert` fills without allocating (their
+    /// pin records exist too).
+    #[inline(always)]
+    pub(crate) fn vacant_len(&self) -> usize {
+        self.vacant.len()
     }
 
     /// Stores `b` in a vacant slot or a new one. Capacity was reserved by
@@ -123,6 +168,24 @@ impl BlockTable {
             self.blocks.push(b);
             (self.blocks.len() - 1) as u32
         }
+    }
+
+    /// Adds `n` vacant records (written now, so their memory is
+    /// materialized before a warm path takes them).
+    pub(crate) fn add_vacant(&mut self, n: usize) -> Result<(), ()> {
+        self.blocks.try_reserve(n).map_err(|_| ())?;
+        let all = self.blocks.len() + n;
+        self.vacant
+            .try_reserve(all.saturating_sub(self.vacant.len()))
+            .map_err(|_| ())?;
+        for _ in 0..n {
+            let i = self.blocks.len() as u32;
+            let mut b = Block::new(0, 0, 0, Place::Own);
+            b.state = BlockState::Vacant;
+            self.blocks.push(b);
+            self.vacant.push(i);
+        }
+        Ok(())
     }
 
     /// Marks a slot vacant. Never allocates: the stack's capacity covers every slot.
@@ -231,7 +294,7 @@ mod tests {
         let ids: Vec<u32> = (0..5)
             .map(|k| {
                 t.reserve_one().unwrap();
-                t.insert(Block::new(k * 64, 64, 2, NIL, 0))
+                t.insert(Block::new(k * 64, 64, 2, Place::Own))
             })
             .collect();
         for &i in &ids {
@@ -266,13 +329,13 @@ mod tests {
     fn vacant_slots_are_recycled_without_growth() {
         let mut t = BlockTable::default();
         t.reserve_one().unwrap();
-        let a = t.insert(Block::new(0, 16, 0, NIL, 0));
+        let a = t.insert(Block::new(0, 16, 0, Place::Own));
         t.reserve_one().unwrap();
-        let b = t.insert(Block::new(16, 16, 0, NIL, 0));
+        let b = t.insert(Block::new(16, 16, 0, Place::Own));
         t.vacate(a);
         assert_eq!(t.get(a).unwrap().state, BlockState::Vacant);
         t.reserve_one().unwrap();
-        let c = t.insert(Block::new(32, 16, 0, NIL, 0));
+        let c = t.insert(Block::new(32, 16, 0, Place::Own));
         assert_eq!(c, a);
         assert_ne!(b, c);
         assert_eq!(t.iter().count(), 2);

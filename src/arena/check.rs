@@ -2,7 +2,7 @@
 //! the block table, for unit tests and the fuzz model. Slow (a pass over
 //! every block per class); never called on an allocation path.
 
-use super::blocks::{BlockState, DEDICATED, NIL};
+use super::blocks::{BlockState, Place, DEDICATED};
 use super::state::ArenaState;
 use crate::size_class::CLASS_COUNT;
 
@@ -17,22 +17,38 @@ impl ArenaState {
             if b.state == BlockState::Vacant {
                 continue;
             }
-            if self.by_addr.get(&b.addr) != Some(&i) {
-                return Err(format!("block {i} at {:#x} is not indexed", b.addr));
+            // Free heap extents need no entry (and stale ones may remain).
+            let indexed = self.by_addr.get(&b.addr) == Some(&i);
+            if !indexed && b.state != BlockState::Extent {
+                return Err(format!(
+                    "block {i} ({:?}) at {:#x}: indexed {indexed}",
+                    b.state, b.addr
+                ));
             }
             if matches!(b.state, BlockState::Live | BlockState::Warm) {
-                held += b.cap;
+                // Heap bytes held are the heap's marks (checked in `check_heap`).
+                if !matches!(b.place, Place::Heap(_)) {
+                    held += b.cap;
+                }
                 held_n += 1;
-                if b.run != NIL {
-                    active[b.run as usize] += 1;
+                if let Place::Run(r) | Place::Segment(r) = b.place {
+                    active[r as usize] += 1;
                 }
             }
             if b.state == BlockState::Live {
                 live += b.cap;
                 live_n += 1;
             }
-            if b.class == DEDICATED && b.state != BlockState::Live {
+            if (b.class == DEDICATED) != (b.place == Place::Dedicated) {
+                return Err(format!("block {i}: class {} placed {:?}", b.class, b.place));
+            }
+            if b.place == Place::Dedicated && b.state != BlockState::Live {
                 return Err(format!("dedicated block {i} is {:?}", b.state));
+            }
+            if matches!(b.place, Place::Heap(_)) != matches!(b.state, BlockState::Extent)
+                && !matches!(b.state, BlockState::Live)
+            {
+                return Err(format!("block {i} is {:?} placed {:?}", b.state, b.place));
             }
         }
         if (live, live_n) != (self.stats.live_bytes, self.stats.live_buffers) {
@@ -96,11 +112,147 @@ impl ArenaState {
                 ));
             }
         }
+        self.check_heap()?;
         if self.cached_bytes > self.caches.len() * (CLASS_COUNT << 20) {
             return Err(format!(
                 "cached bytes {} beyond any cache",
                 self.cached_bytes
             ));
+        }
+        Ok(())
+    }
+}
+
+impl ArenaState {
+    /// The execution heap's invariants (`heap.rs`): each segment tiled from
+    /// its base by pieces in address order, no two free extents adjacent,
+    /// every live piece below the mark, idle exactly when nothing is live
+    /// (then one extent, off the bins, in the idle set), every
+    /// other extent on the bin of its length, and the marks summed.
+    fn check_heap(&self) -> Result<(), String> {
+        let h = &self.heap;
+        let mut marked = 0;
+        let mut extents = 0usize;
+        for (s, seg) in h.segs.iter().enumerate() {
+            marked += seg.mark;
+            if seg.mark > seg.len {
+                return Err(format!("heap segment {s}: mark {} beyond it", seg.mark));
+            }
+            let (mut at, mut i, mut prev) = (seg.base, seg.first, u32::MAX);
+            let (mut live, mut pieces, mut last_free) = (0u32, 0usize, false);
+            while i != u32::MAX {
+                let Some(b) = self.table.get(i) else {
+                    return Err(format!("heap segment {s}: piece {i} out of range"));
+                };
+                if b.place != Place::Heap(s as u32) || b.addr != at || b.lo != prev {
+                    return Err(format!("heap segment {s}: piece {i} misplaced: {b:?}"));
+                }
+                let free = match b.state {
+                    BlockState::Live => {
+                        live += 1;
+                        if b.addr + b.cap > seg.base + seg.mark {
+                            return Err(format!("heap segment {s}: live piece {i} above the mark"));
+                        }
+                        false
+                    }
+                    BlockState::Extent => {
+                        if !seg.idle {
+                            extents += 1;
+                            if usize::from(b.class) != super::heap::bin_of(b.cap) {
+                                return Err(format!("heap extent {i} on bin {}", b.class));
+                            }
+                        }
+                        true
+                    }
+                    other => return Err(format!("heap piece {i} is {other:?}")),
+                };
+                // Only a parked segment's two extents may touch (`heap.rs`).
+                let parked = h.parked == s as u32 && pieces == 1;
+                if free && last_free && !parked {
+                    return Err(format!("heap segment {s}: free extents adjacent at {i}"));
+                }
+                last_free = free;
+                at += b.cap;
+                prev = i;
+                i = b.hi;
+                pieces += 1;
+                if pieces > self.table.len() {
+                    return Err(format!("heap segment {s}: address links loop"));
+                }
+            }
+            if at != seg.base + seg.len {
+                return Err(format!("heap segment {s}: pieces end at {at:#x}"));
+            }
+            if live != seg.live || seg.idle != (live == 0) {
+                return Err(format!(
+                    "heap segment {s}: {live} live, counted {}, idle {}",
+                    seg.live, seg.idle
+                ));
+            }
+            if seg.idle != h.idle.contains(s as u32) {
+                return Err(format!("heap segment {s}: idle set disagrees"));
+            }
+        }
+        if let Some(g) = h.segs.get(h.parked as usize) {
+            if !g.idle {
+                return Err(format!("heap: parked segment {} is in use", h.parked));
+            }
+        }
+        let binned_n: u32 = h.bins.iter().map(|l| l.len).sum();
+        if binned_n != h.binned_n {
+            return Err(format!(
+                "heap: {binned_n} extents binned, counted {}",
+                h.binned_n
+            ));
+        }
+        if marked != h.marked {
+            return Err(format!("heap marks sum to {marked}, counted {}", h.marked));
+        }
+        if let Some(s) = h.idle.iter().find(|&s| s as usize >= h.segs.len()) {
+            return Err(format!(
+                "heap idle set names segment {s} of {}",
+                h.segs.len()
+            ));
+        }
+        let mut binned = 0usize;
+        for c in 0..CLASS_COUNT {
+            let list = &h.bins[c];
+            if h.binned.contains(c) == list.is_empty() {
+                return Err(format!("heap bin {c}: bitmap disagrees"));
+            }
+            let mut i = list.head;
+            let mut n = 0u32;
+            while i != u32::MAX {
+                let Some(b) = self.table.get(i) else {
+                    return Err(format!("heap bin {c}: entry {i} out of range"));
+                };
+                let Place::Heap(s) = b.place else {
+                    return Err(format!("heap bin {c}: entry {i} placed {:?}", b.place));
+                };
+                if b.state != BlockState::Extent || usize::from(b.class) != c {
+                    return Err(format!("heap bin {c}: entry {i} is {b:?}"));
+                }
+                // A parked segment's rest stays on its bin (`heap.rs`).
+                let parked_rest = h.parked == s && b.lo == h.segs[s as usize].first;
+                if h.segs[s as usize].idle && !parked_rest {
+                    return Err(format!("heap bin {c}: entry {i} of an idle segment"));
+                }
+                n += 1;
+                if n as usize > self.table.len() {
+                    return Err(format!("heap bin {c}: loop"));
+                }
+                i = b.next;
+            }
+            if n != list.len {
+                return Err(format!("heap bin {c}: {n} entries, counted {}", list.len));
+            }
+            binned += n as usize;
+        }
+        if h.segs.get(h.parked as usize).is_some() {
+            extents += 1; // the parked rest
+        }
+        if binned != extents {
+            return Err(format!("heap: {extents} extents in use, {binned} on bins"));
         }
         Ok(())
     }

@@ -50,6 +50,9 @@ pub(crate) mod blocks;
 mod check;
 mod config;
 mod error;
+mod heap;
+#[cfg(test)]
+mod heap_tests;
 pub(crate) mod metadata;
 pub(crate) mod owners;
 #[cfg(all(test, loom))]

@@ -1,8 +1,10 @@
 //! The free path and the ways retained memory goes back to the OS: a free
-//! puts a buffer on its class's warm list (least-recently-freed order); the
-//! retention cap evicts the oldest retained buffers; `trim` releases them all.
+//! puts a buffer on its class's warm list (least-recently-freed order) or
+//! back into the execution heap (`heap.rs`); the retention cap evicts the
+//! heap's releasable extents and the oldest retained buffers; `trim`
+//! releases them all.
 
-use super::blocks::{BlockState, DEDICATED, NIL};
+use super::blocks::{BlockState, Place, DEDICATED, NIL};
 use super::owners;
 use super::state::ArenaState;
 use crate::os::{self, OsCounters};
@@ -37,11 +39,18 @@ impl ArenaState {
         if b.state != BlockState::Live || b.addr != addr {
             return false;
         }
-        let (cap, class) = (b.cap, b.class);
+        let (cap, class, place) = (b.cap, b.class, b.place);
         self.note_dead(cap);
-        if class == DEDICATED {
-            self.free_dedicated(i, addr, os);
-            return true;
+        match place {
+            Place::Dedicated => {
+                self.free_dedicated(i, addr, os);
+                return true;
+            }
+            Place::Heap(_) => {
+                self.heap_free(i, os);
+                return true;
+            }
+            Place::Run(_) | Place::Segment(_) | Place::Own => {}
         }
         let c = class as usize;
         self.clock += 1;
@@ -95,7 +104,7 @@ impl ArenaState {
         let Some(&b) = self.table.get(i) else { return };
         self.dedicated_frees += 1;
         self.note_unheld(b.cap);
-        self.unmap_block(i, addr, b.map_len, os);
+        self.unmap_block(i, addr, b.cap, os);
     }
 
     fn unmap_block(&mut self, i: u32, addr: usize, map_len: usize, os: &OsCounters) {
@@ -130,11 +139,22 @@ impl ArenaState {
         best
     }
 
-    /// Evicts least-recently-freed buffers until retained bytes fit the cap.
+    /// Releases retained memory until retained bytes fit the cap: the
+    /// heap's releasable extents first (`heap.rs`), then least-recently-freed
+    /// own-class buffers. Holes between live heap buffers are not
+    /// releasable, so the cap may stay exceeded by them.
     #[inline(never)]
     pub(crate) fn enforce_cap(&mut self, os: &OsCounters) {
+        if self.heap.marked > 0 {
+            let (bytes, n) = self.heap_release(self.config.retention_cap, os);
+            self.stats.evictions += n;
+            self.stats.evicted_bytes += bytes;
+        }
         while self.retained_bytes() > self.config.retention_cap {
             let i = self.least_recently_freed();
+            if i == NIL {
+                break;
+            }
             let cap = self.evict(i, os);
             self.stats.evictions += 1;
             self.stats.evicted_bytes += cap;
@@ -147,15 +167,20 @@ impl ArenaState {
         let c = b.class as usize;
         self.warm.remove(&mut self.table, c, i);
         self.note_unheld(b.cap);
-        if b.map_len > 0 {
-            self.unmap_block(i, b.addr, b.map_len, os);
-            return b.cap;
-        }
+        let run = match b.place {
+            Place::Own | Place::Dedicated => {
+                self.unmap_block(i, b.addr, b.cap, os);
+                return b.cap;
+            }
+            Place::Run(r) | Place::Segment(r) => r,
+            // Heap pieces are never on warm lists.
+            Place::Heap(_) => return 0,
+        };
         let cold = self.table.at(i);
         cold.state = BlockState::Cold;
         cold.ready = 0;
         self.table.push_back(&mut self.cold[c], i);
-        if self.runs[b.run as usize].segment {
+        if let Place::Segment(_) = b.place {
             // A segment block is page-aligned and page-sized: its pages go
             // back now; once no block of the segment is live or warm, the
             // segment is reset for any class.
@@ -164,17 +189,17 @@ impl ArenaState {
                 // is page-aligned inside one live segment mapping.
                 unsafe { os::release_pages(p, b.cap, os) };
             }
-            let seg = &mut self.runs[b.run as usize];
+            let seg = &mut self.runs[run as usize];
             seg.active -= 1;
             if seg.active == 0 {
-                self.reset_segment(b.run);
+                self.reset_segment(run);
             }
             return b.cap;
         }
         // A small-class block cannot give back its pages alone (they may be
         // shared with neighbours); it turns cold, and the whole run's pages
         // go back once no block of it is live or warm.
-        let run = &mut self.runs[b.run as usize];
+        let run = &mut self.runs[run as usize];
         run.active -= 1;
         if run.active == 0 && run.touched {
             run.touched = false;
@@ -193,7 +218,7 @@ impl ArenaState {
     fn reset_segment(&mut self, s: u32) {
         for i in 0..self.table.len() as u32 {
             let Some(b) = self.table.get(i) else { continue };
-            if b.state == BlockState::Cold && b.run == s && b.map_len == 0 {
+            if b.state == BlockState::Cold && b.place == Place::Segment(s) {
                 let (c, addr) = (b.class as usize, b.addr);
                 self.table.unlink(&mut self.cold[c], i);
                 self.by_addr.remove(&addr);
@@ -209,12 +234,14 @@ impl ArenaState {
         self.idle_segments.push(s);
     }
 
-    /// Releases every retained buffer; returns the capacity released.
+    /// Releases every retained buffer (of the heap: every releasable
+    /// extent, see `heap.rs`); returns the bytes released.
     pub(crate) fn trim(&mut self, os: &OsCounters) -> usize {
         let mut total = 0;
         while let Some(c) = self.warm.classes.first_in(0, CLASS_COUNT - 1) {
             total += self.evict(self.warm.oldest(c), os);
         }
+        total += self.heap_release(0, os).0;
         self.stats.trims += 1;
         self.stats.trimmed_bytes += total;
         total

@@ -10,7 +10,7 @@
 //! buffer of it is handed out; registration is best effort (the global
 //! allocator checks it before it serves a buffer), so it cannot fail a request.
 
-use super::blocks::{Block, BlockState, DEDICATED, NIL};
+use super::blocks::{Block, BlockState, Place, DEDICATED, NIL};
 use super::error::ArenaError;
 use super::owners::{self, GRANULE};
 use super::state::{ArenaState, Grant, Run, RunRegion};
@@ -43,6 +43,9 @@ impl ArenaState {
         let cap = capacity(class);
         let g = if cap < CARVE_LIMIT {
             self.carve(class, os)
+        } else if self.heap_serves() {
+            // Placement and materialization are the heap's (`heap.rs`).
+            return self.heap_take_cold(size, align, os);
         } else if cap < SEGMENT_CARVE_MAX.min(SEGMENT_LEN + 1) {
             self.carve_segment(class, align, os)
         } else {
@@ -119,7 +122,7 @@ impl ArenaState {
         seg.carved = addr + cap - seg.base;
         seg.active += 1;
         seg.touched = true;
-        Ok(self.grant_new(Block::new(addr, cap, class as u16, s, 0)))
+        Ok(self.grant_new(Block::new(addr, cap, class as u16, Place::Segment(s))))
     }
 
     /// Hands out again cold block `i` of `class` (carved from a run or a
@@ -129,10 +132,13 @@ impl ArenaState {
         self.table.unlink(&mut self.cold[class], i);
         let b = self.table.at(i);
         b.state = BlockState::Live;
-        let (addr, cap, run) = (b.addr, b.cap, b.run);
-        let r = &mut self.runs[run as usize];
-        r.active += 1;
-        r.touched = true;
+        let (addr, cap, place) = (b.addr, b.cap, b.place);
+        // Only carved blocks turn cold.
+        if let Place::Run(run) | Place::Segment(run) = place {
+            let r = &mut self.runs[run as usize];
+            r.active += 1;
+            r.touched = true;
+        }
         self.note_new_live(cap);
         Grant {
             // SAFETY: carved blocks lie inside a live, non-null run or
@@ -201,7 +207,7 @@ impl ArenaState {
         run.active += 1;
         run.touched = true;
         debug_assert_eq!(run.class as usize, class);
-        Ok(self.grant_new(Block::new(addr, cap, class as u16, r, 0)))
+        Ok(self.grant_new(Block::new(addr, cap, class as u16, Place::Run(r))))
     }
 
     /// The address of a new run: the next `RUN_LEN` of the current run
@@ -249,7 +255,12 @@ impl ArenaState {
         let p = os::map(req, os).map_err(|e| oom(cap, e))?;
         owners::register(p.as_ptr() as usize, cap, self.owner);
         self.stats.mapped_bytes += cap;
-        Ok(self.grant_new(Block::new(p.as_ptr() as usize, cap, class as u16, NIL, cap)))
+        Ok(self.grant_new(Block::new(
+            p.as_ptr() as usize,
+            cap,
+            class as u16,
+            Place::Own,
+        )))
     }
 
     /// A mapping for a request above the largest class, released on free.
@@ -273,6 +284,11 @@ impl ArenaState {
         owners::register(p.as_ptr() as usize, len, self.owner);
         self.stats.mapped_bytes += len;
         self.stats.dedicated_allocations += 1;
-        Ok(self.grant_new(Block::new(p.as_ptr() as usize, len, DEDICATED, NIL, len)))
+        Ok(self.grant_new(Block::new(
+            p.as_ptr() as usize,
+            len,
+            DEDICATED,
+            Place::Dedicated,
+        )))
     }
 }

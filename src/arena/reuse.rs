@@ -11,8 +11,9 @@
 
 use super::blocks::BlockState;
 use super::state::{ArenaState, Grant};
+use super::CARVE_LIMIT;
 use crate::os::OsCounters;
-use crate::size_class::{capacity, Class, MIN_CAPACITY};
+use crate::size_class::{capacity, Class, CLASS_COUNT, MIN_CAPACITY};
 use core::ptr::NonNull;
 
 impl ArenaState {
@@ -41,6 +42,9 @@ impl ArenaState {
         os: &OsCounters,
     ) -> Option<Grant> {
         if !self.warm.has(class) || !serves_alignment(class, align) {
+            if class >= HEAP_FIRST_CLASS && self.heap_serves() {
+                return self.heap_take_warm(size, align, os);
+            }
             return None;
         }
         Some(self.take_tail(class, size, os))
@@ -68,6 +72,12 @@ impl ArenaState {
         }
     }
 }
+
+/// The first class placed in the execution heap (capacity [`CARVE_LIMIT`]).
+const HEAP_FIRST_CLASS: Class = match crate::size_class::class_of(CARVE_LIMIT) {
+    Some(c) => c,
+    None => CLASS_COUNT,
+};
 
 /// Whether every buffer of class `k` is aligned to `align` (a power of two
 /// up to `MAX_ALIGN`): each is aligned to the largest power of two dividing

@@ -620,6 +620,14 @@ impl CoreHandle {
         // SAFETY: `raw` is the only pointer to the new body; the owner tag
         // keeps its provenance so the owner table can lead back to it.
         unsafe { (*raw).state.get_mut().owner = Owner(raw.cast()) };
+        // SAFETY: as above. Execution arenas place the large buffers of the
+        // thread that made them in the execution heap (`heap.rs`); pattern
+        // mode keeps the class lists.
+        unsafe {
+            let st = (*raw).state.get_mut();
+            st.heap_on = kind == ArenaKind::Execution && !config.pattern;
+            st.heap_thread = super::heap::thread_token();
+        }
         // SAFETY: as above, the body is not shared yet.
         unsafe {
             if (*raw).pattern_on {

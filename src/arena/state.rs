@@ -5,6 +5,7 @@
 
 use super::blocks::{BlockState, BlockTable, List, NIL};
 use super::config::ArenaConfig;
+use super::heap::Heap;
 use super::owners::{self, Owner};
 use super::pins::PinTable;
 use super::tcache::Cache;
@@ -85,9 +86,11 @@ pub(crate) struct ArenaState {
     pub clock: u64,
     /// Frees of dedicated mappings so far (the other term of `frees`).
     pub dedicated_frees: u64,
-    /// Capacity and number of blocks that are live or warm. The warm path
-    /// moves a block between the two without touching these, so retained
-    /// bytes (held minus live) cost it nothing; see [`ArenaState::stats`].
+    /// Capacity and number of blocks that are live or warm (heap pieces:
+    /// live ones in the number only; their bytes held are the heap's marks).
+    /// The warm path moves a block between the two without touching the
+    /// bytes, so retained bytes (held minus live) cost it nothing; see
+    /// [`ArenaState::stats`].
     pub held_bytes: usize,
     pub held_buffers: usize,
     pub runs: Vec<Run>,
@@ -104,7 +107,19 @@ pub(crate) struct ArenaState {
     /// Capacity for every segment is reserved when one is made, so pushing
     /// here (on the free path) never allocates.
     pub idle_segments: Vec<u32>,
+    /// Live buffers by address (and every own-class block, free or not;
+    /// heap extents are found through their neighbours instead).
     pub by_addr: AddrMap,
+    /// Buffers of 64 KiB and more go to the execution heap (`heap.rs`)
+    /// rather than to own-class lists: set for execution arenas not in
+    /// pattern mode.
+    pub heap_on: bool,
+    /// The thread the heap serves: the one that made the arena
+    /// (`heap::thread_token`). The heap's placement is repeatable only
+    /// when the order of requests is, which threads interleaving
+    /// differently run by run break; own classes do not depend on it.
+    pub heap_thread: usize,
+    pub heap: Heap,
     pub pins: PinTable,
     pub config: ArenaConfig,
     pub stats: ArenaStats,
@@ -170,6 +185,9 @@ impl ArenaState {
             current_segment: NIL,
             idle_segments: Vec::new(),
             by_addr: AddrMap::default(),
+            heap_on: false,
+            heap_thread: 0,
+            heap: Heap::default(),
             pins: PinTable::default(),
             config,
             stats: ArenaStats {
@@ -202,10 +220,11 @@ impl ArenaState {
         self.held_buffers -= 1;
     }
 
-    /// Bytes of free buffers kept with their pages.
+    /// Bytes of free buffers kept with their pages: own-class blocks held
+    /// and the heap's materialized bytes, less what is live.
     #[inline]
     pub(crate) fn retained_bytes(&self) -> usize {
-        self.held_bytes - self.stats.live_bytes
+        self.held_bytes + self.heap.marked - self.stats.live_bytes
     }
 
     /// The counters, with the ones the warm path leaves implicit filled in:
@@ -214,6 +233,9 @@ impl ArenaState {
         let mut s = self.stats;
         s.retained_bytes = self.retained_bytes();
         s.retained_buffers = self.held_buffers - s.live_buffers;
+        if self.heap.marked > 0 {
+            s.retained_buffers += self.heap_retained_extents();
+        }
         s.frees = self.clock + self.dedicated_frees;
         s.warm_allocations = s.frees + s.live_buffers as u64 - s.cold_allocations;
         s
@@ -268,15 +290,16 @@ impl ArenaState {
         let blocks = self
             .table
             .iter()
-            .filter(|b| b.state != BlockState::Vacant && b.map_len > 0)
-            .map(|b| (b.addr, b.map_len));
+            .filter(|b| b.state != BlockState::Vacant)
+            .filter_map(|b| Some((b.addr, b.own_mapping()?)));
         let segments = self
             .runs
             .iter()
             .filter(|r| r.segment)
             .map(|r| (r.base, r.len));
         let regions = self.run_regions.iter().map(|g| (g.base, g.len));
-        for (base, len) in blocks.chain(segments).chain(regions) {
+        let heap = self.heap.segs.iter().map(|g| (g.base, g.len));
+        for (base, len) in blocks.chain(segments).chain(regions).chain(heap) {
             owners::unregister(base, len, self.owner);
             if let Some(p) = NonNull::new(base as *mut u8) {
                 // SAFETY: each range is one whole mapping the arena made;
@@ -286,6 +309,7 @@ impl ArenaState {
         }
         self.runs.clear();
         self.run_regions.clear();
+        self.heap.segs.clear();
         self.stats.mapped_bytes = 0;
     }
 }

@@ -131,7 +131,7 @@ impl WarmSets {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::arena::blocks::Block;
+    use crate::arena::blocks::{Block, Place};
 
     /// The order as one list: oldest first.
     fn order(w: &WarmSets, t: &BlockTable, c: Class) -> Vec<u32> {
@@ -153,7 +153,7 @@ mod tests {
         let ids: Vec<u32> = (0..6)
             .map(|k| {
                 t.reserve_one().unwrap();
-                t.insert(Block::new(k * 64, 64, 3, NIL, 0))
+                t.insert(Block::new(k * 64, 64, 3, Place::Own))
             })
             .collect();
         let mut w = WarmSets::default();

@@ -1,13 +1,57 @@
 //! Model-based test: random sequences of allocate / free / trim /
-//! set_retention_cap against a simple model of the policy. After every step
-//! live, retained and peak bytes match exactly, every served-warm flag
-//! matches, and no two live buffers overlap or lose their contents.
+//! set_retention_cap against a simple model of the policy, for an I/O
+//! arena (own-class policy) and an execution arena (the execution heap for
+//! 64 KiB and more). After every step live, retained and peak bytes match
+//! exactly, every capacity and served-warm flag matches, and no two live
+//! buffers overlap or lose their contents. A second property: an execution
+//! arena that replays a sequence of allocations and frees (everything freed
+//! between replays) serves every replay at the first one's addresses, warm,
+//! without a system call.
 
-use crate::policy_model::PolicyModel;
+use crate::policy_model::{Held, PolicyModel};
 use crate::support::{check, fill};
 use proptest::prelude::*;
-use warmarena::size_class::capacity;
-use warmarena::{Allocation, ArenaConfig, ExecutionArena};
+use warmarena::{Allocation, ArenaConfig, ExecutionArena, IoArena};
+
+/// Either arena, for ops that both have.
+enum Arena {
+    Exec(ExecutionArena),
+    Io(IoArena),
+}
+
+impl Arena {
+    fn allocate(&self, size: usize, align: usize) -> Allocation {
+        match self {
+            Arena::Exec(a) => a.allocate(size, align),
+            Arena::Io(a) => a.allocate(size, align),
+        }
+        .unwrap()
+    }
+    fn trim(&self) -> usize {
+        match self {
+            Arena::Exec(a) => a.trim(),
+            Arena::Io(a) => a.trim(),
+        }
+    }
+    fn set_retention_cap(&self, c: usize) {
+        match self {
+            Arena::Exec(a) => a.set_retention_cap(c),
+            Arena::Io(a) => a.set_retention_cap(c),
+        }
+    }
+    fn stats(&self) -> warmarena::ArenaStats {
+        match self {
+            Arena::Exec(a) => a.stats(),
+            Arena::Io(a) => a.stats(),
+        }
+    }
+    fn check_invariants(&self) -> Result<(), String> {
+        match self {
+            Arena::Exec(a) => a.check_invariants(),
+            Arena::Io(a) => a.check_invariants(),
+        }
+    }
+}
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -31,36 +75,45 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn run_ops(ops: Vec<Op>) -> Result<(), TestCaseError> {
-    let arena = ExecutionArena::with_config(ArenaConfig::default().huge_pages(false));
-    let mut model = PolicyModel::default();
-    let mut live: Vec<(Allocation, usize, u64)> = Vec::new();
+fn run_ops(ops: Vec<Op>, exec: bool) -> Result<(), TestCaseError> {
+    let config = ArenaConfig::default().huge_pages(false);
+    let (arena, mut model) = if exec {
+        (
+            Arena::Exec(ExecutionArena::with_config(config)),
+            PolicyModel::execution(),
+        )
+    } else {
+        (
+            Arena::Io(IoArena::with_config(config)),
+            PolicyModel::default(),
+        )
+    };
+    let mut live: Vec<(Allocation, Held, u64)> = Vec::new();
     let mut seed = 0u64;
     for op in ops {
         match op {
             Op::Alloc { size, align_shift } => {
                 let align = 1usize << align_shift;
-                let mut a = arena.allocate(size, align).unwrap();
-                let (class, warm) = model.alloc(size, align);
-                prop_assert_eq!(a.capacity(), capacity(class));
+                let mut a = arena.allocate(size, align);
+                let (held, warm) = model.alloc_any(size, align);
+                prop_assert_eq!(a.capacity(), model.cap_of(held));
                 prop_assert_eq!(a.served_warm(), warm);
                 prop_assert_eq!(a.as_ptr() as usize % align, 0);
                 seed += 1;
                 fill(a.as_mut_slice(), seed);
-                live.push((a, class, seed));
+                live.push((a, held, seed));
             }
             Op::Free(i) => {
                 if !live.is_empty() {
-                    let (a, class, s) = live.swap_remove(i % live.len());
+                    let (a, held, s) = live.swap_remove(i % live.len());
                     prop_assert!(check(a.as_slice(), s), "contents changed while live");
                     drop(a);
-                    model.free(class);
+                    model.free_any(held);
                 }
             }
             Op::Trim => {
-                let expect = model.retained_bytes();
+                let expect = model.trim();
                 prop_assert_eq!(arena.trim(), expect);
-                model.retained.clear();
             }
             Op::SetCap(c) => {
                 arena.set_retention_cap(c.unwrap_or(usize::MAX));
@@ -68,7 +121,11 @@ fn run_ops(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 model.enforce();
             }
         }
-        model.check(&arena.stats(), "execution");
+        let s = arena.stats();
+        model.check(&s, if exec { "execution" } else { "io" });
+        if exec {
+            prop_assert!(s.mapped_bytes >= model.heap_mapped());
+        }
         prop_assert_eq!(arena.check_invariants(), Ok(()));
         prop_assert_eq!(model.live_buffers, live.len());
         // No two live buffers overlap.
@@ -87,10 +144,62 @@ fn run_ops(ops: Vec<Op>) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// Replays `ops` (allocations and frees only) four times in one execution
+/// arena, freeing what is left after each: every replay after the first is
+/// served warm with no system call, the heap's buffers (64 KiB and more)
+/// at the first replay's addresses.
+fn replay_ops(ops: &[Op]) -> Result<(), TestCaseError> {
+    let arena = ExecutionArena::with_config(ArenaConfig::default().huge_pages(false));
+    let mut first: Vec<usize> = Vec::new();
+    let mut syscalls = 0;
+    for pass in 0..4 {
+        let mut live: Vec<Allocation> = Vec::new();
+        let mut addrs = Vec::new();
+        for op in ops {
+            match *op {
+                Op::Alloc { size, align_shift } => {
+                    let mut a = arena.allocate(size, 1 << align_shift).unwrap();
+                    a.as_mut_slice().fill(pass as u8);
+                    if pass > 0 {
+                        prop_assert!(a.served_warm(), "pass {}: {} cold", pass, size);
+                    }
+                    // Below 64 KiB, own classes: warm, in any order of their buffers.
+                    if a.capacity() >= 64 << 10 {
+                        addrs.push(a.as_ptr() as usize);
+                    }
+                    live.push(a);
+                }
+                Op::Free(i) if !live.is_empty() => {
+                    let n = live.len();
+                    drop(live.swap_remove(i % n));
+                }
+                _ => {}
+            }
+        }
+        drop(live);
+        prop_assert_eq!(arena.check_invariants(), Ok(()));
+        let s = arena.stats();
+        if pass == 0 {
+            first = addrs;
+            syscalls = s.os.syscalls();
+        } else {
+            prop_assert_eq!(&addrs, &first, "pass {}: other addresses", pass);
+            prop_assert_eq!(s.os.syscalls(), syscalls, "pass {}: system calls", pass);
+        }
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
     #[test]
     fn arena_matches_model(ops in prop::collection::vec(op(), 1..120)) {
-        run_ops(ops)?;
+        run_ops(ops.clone(), true)?;
+        run_ops(ops, false)?;
+    }
+
+    #[test]
+    fn execution_replays_take_the_same_addresses_warm(ops in prop::collection::vec(op(), 1..120)) {
+        replay_ops(&ops)?;
     }
 }

@@ -1,5 +1,8 @@
-//! Reuse policy: own class only, capacity-preserving reuse, retention cap
-//! with least-recently-freed eviction, trim, accounting, independence.
+//! Reuse policy: own class only (I/O arenas, and execution arenas below
+//! 64 KiB), capacity-preserving reuse, retention cap with
+//! least-recently-freed eviction, trim, accounting, independence; for
+//! execution arenas from 64 KiB, the execution heap (any free space serves
+//! any size, so alternating shapes keep about one shape's peak).
 
 use warmarena::size_class::{capacity, class_of};
 use warmarena::{ArenaConfig, ArenaKind, ExecutionArena, IoArena};
@@ -10,7 +13,7 @@ fn cap_of(size: usize) -> usize {
 
 #[test]
 fn a_request_takes_a_retained_buffer_of_its_own_class_only() {
-    let arena = ExecutionArena::new();
+    let arena = IoArena::new();
     let a = arena.allocate(100_000, 8).unwrap();
     let b = arena.allocate(150_000, 8).unwrap();
     let (pa, pb) = (a.as_ptr(), b.as_ptr());
@@ -31,7 +34,7 @@ fn a_request_takes_a_retained_buffer_of_its_own_class_only() {
 
 #[test]
 fn a_larger_retained_buffer_is_left_for_its_own_class() {
-    let arena = ExecutionArena::new();
+    let arena = IoArena::new();
     drop(arena.allocate(1 << 20, 8).unwrap());
     // Half the size: a class of its own, so fresh, and the 1 MiB buffer stays.
     let a = arena.allocate(512 << 10, 8).unwrap();
@@ -79,7 +82,7 @@ fn alignment_is_honoured_warm_and_cold() {
 #[test]
 fn cap_evicts_least_recently_freed_first_and_never_live() {
     let mib = 1 << 20;
-    let arena = ExecutionArena::with_config(ArenaConfig::default().retention_cap(3 * mib));
+    let arena = IoArena::with_config(ArenaConfig::default().retention_cap(3 * mib));
     let bufs: Vec<_> = (0..4).map(|_| arena.allocate(mib, 8).unwrap()).collect();
     let addrs: Vec<_> = bufs.iter().map(|b| b.as_ptr() as usize).collect();
     let live = arena.allocate(5 * mib, 8).unwrap();
@@ -129,26 +132,83 @@ fn cap_of_zero_keeps_nothing_and_still_serves() {
 
 #[test]
 fn trim_releases_every_retained_buffer_and_reports_bytes() {
-    let arena = ExecutionArena::new();
-    let keep = arena.allocate(300_000, 8).unwrap();
     let sizes = [100usize, 5000, 70_000, 1 << 20, 3 << 20];
-    let total: usize = sizes.iter().map(|&s| cap_of(s)).sum();
-    for &s in &sizes {
-        drop(arena.allocate(s, 8).unwrap());
+    let small: usize = sizes[..2].iter().map(|&s| cap_of(s)).sum();
+    // Own classes keep one buffer per size; the execution heap serves each
+    // size from the space the one before left, so it holds the largest.
+    for (exec, total) in [
+        (false, sizes.iter().map(|&s| cap_of(s)).sum::<usize>()),
+        (true, small + (3 << 20)),
+    ] {
+        let (io, ex) = (IoArena::new(), ExecutionArena::new());
+        let allocate = |s: usize| {
+            if exec {
+                ex.allocate(s, 8).unwrap()
+            } else {
+                io.allocate(s, 8).unwrap()
+            }
+        };
+        let stats = || if exec { ex.stats() } else { io.stats() };
+        let keep = allocate(300_000);
+        for &s in &sizes {
+            drop(allocate(s));
+        }
+        assert_eq!(stats().retained_bytes, total, "exec {exec}");
+        assert_eq!(if exec { ex.trim() } else { io.trim() }, total);
+        let s = stats();
+        assert_eq!((s.retained_bytes, s.retained_buffers), (0, 0));
+        assert_eq!((s.trims, s.trimmed_bytes), (1, total));
+        assert_eq!(s.live_bytes, keep.capacity());
+        // Segment-carved buffers give their pages back one range each (the
+        // heap: its free top at once); the small-class run goes back whole
+        // once idle.
+        let releases = if exec { 2 } else { 4 };
+        assert!(s.os.page_releases >= releases, "pages released: {:?}", s.os);
+        // After a trim the same sizes come back cold.
+        for &s in &sizes {
+            assert!(!allocate(s).served_warm(), "exec {exec}: {s}");
+        }
     }
-    assert_eq!(arena.stats().retained_bytes, total);
-    assert_eq!(arena.trim(), total);
+}
+
+/// Two shapes alternating run by run (every size of the second 5/2 of the
+/// first's): an execution arena holds about the larger shape's live peak,
+/// where own classes held both shapes' buffers; every run after the first
+/// two is warm.
+#[test]
+fn alternating_shapes_share_the_execution_heap() {
+    let arena = ExecutionArena::with_config(ArenaConfig::default().huge_pages(false));
+    let base = [300_000usize, 1 << 20, 70_000, 2_500_000, 640_000, 100_000];
+    let run = |num: usize, den: usize| {
+        let mut live = Vec::new();
+        for (k, &s) in base.iter().enumerate() {
+            let mut a = arena.allocate(s * num / den, 64).unwrap();
+            a.as_mut_slice().fill(k as u8);
+            live.push(a);
+            if k % 2 == 1 {
+                live.remove(0);
+            }
+        }
+    };
+    run(1, 1);
+    let peak_a = arena.stats().peak_live_bytes;
+    arena.reset_peak();
+    run(5, 2);
+    let peak = arena.stats().peak_live_bytes.max(peak_a);
+    let cold = arena.stats().cold_allocations;
+    for _ in 0..3 {
+        run(1, 1);
+        run(5, 2);
+    }
     let s = arena.stats();
-    assert_eq!((s.retained_bytes, s.retained_buffers), (0, 0));
-    assert_eq!((s.trims, s.trimmed_bytes), (1, total));
-    assert_eq!(s.live_bytes, keep.capacity());
-    // Segment-carved buffers give their pages back one range each; the
-    // small-class run goes back whole once idle.
-    assert!(s.os.page_releases >= 4, "pages released: {:?}", s.os);
-    // After a trim the same sizes come back cold.
-    for &s in &sizes {
-        assert!(!arena.allocate(s, 8).unwrap().served_warm());
-    }
+    assert_eq!(s.cold_allocations, cold, "warm runs went to the OS");
+    // Held: the larger shape's peak plus at most one page per buffer's
+    // worth of fit; own classes would hold both shapes (1.4× here).
+    assert!(
+        s.retained_bytes <= peak + peak / 8,
+        "retained {} for a live peak of {peak}",
+        s.retained_bytes
+    );
 }
 
 #[test]
@@ -225,7 +285,7 @@ fn small_classes_share_runs_and_return_pages_when_idle() {
 /// capacity, wherever it is placed.
 #[test]
 fn a_class_serves_every_alignment_that_divides_its_capacity_warm() {
-    let arena = ExecutionArena::new();
+    let arena = IoArena::new();
     for &(size, align) in &[
         (100_000usize, 8192usize),
         (70_000, 8192),

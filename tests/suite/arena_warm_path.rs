@@ -122,7 +122,9 @@ fn thp_enabled() -> bool {
 #[test]
 fn huge_pages_cut_cold_faults_for_large_classes() {
     const LEN: usize = 64 << 20;
-    let small_pages = ExecutionArena::with_config(ArenaConfig::default().huge_pages(false));
+    // An I/O arena: a fresh mapping of this class faults page by page
+    // (execution arenas materialize each cold heap piece in one call).
+    let small_pages = IoArena::with_config(ArenaConfig::default().huge_pages(false));
     let (_, base_cost, _) = measure(|| {
         let mut a = small_pages.allocate(LEN, 64).unwrap();
         a.as_mut_slice().fill(1);
@@ -136,7 +138,7 @@ fn huge_pages_cut_cold_faults_for_large_classes() {
         println!("skipping the huge-page half: transparent huge pages are disabled here");
         return;
     }
-    let huge = ExecutionArena::new();
+    let huge = IoArena::new();
     let (_, huge_cost, _) = measure(|| {
         let mut a = huge.allocate(LEN, 64).unwrap();
         a.as_mut_slice().fill(1);
