@@ -92,3 +92,26 @@ fn a_node_reading_its_own_output_through_a_view_is_refused() {
     );
     assert!(compute_liveness(&g, &views).is_err());
 }
+
+/// fuzz/corpus/planner/regress-sizes-summing-to-usize-max: two buffers live
+/// together whose sizes summed to exactly `usize::MAX` were accepted, and
+/// the skyline placed both at offset 0. No plan taller than `isize::MAX`
+/// can be allocated, so such inputs are now `Overflow`; just below, the
+/// plan validates.
+#[test]
+fn sizes_summing_past_isize_max_are_an_overflow_and_just_below_plan_validly() {
+    use warmarena::planner::{check_buffers, plan_intervals, validate_placement, IntervalError};
+    let opts = PlanOptions {
+        alignment: 1,
+        ..PlanOptions::default()
+    };
+    let big = usize::MAX - 65280;
+    let bufs = [Buffer::new(126, 252, 65280), Buffer::new(126, 252, big)];
+    assert_eq!(check_buffers(&bufs), Err(IntervalError::Overflow));
+    assert!(plan_intervals(&bufs, &opts).is_err());
+    let big = isize::MAX as usize - 65280;
+    let bufs = [Buffer::new(126, 252, 65280), Buffer::new(126, 252, big)];
+    let sol = plan_intervals(&bufs, &opts).expect("fits isize::MAX");
+    assert_eq!(validate_placement(&bufs, &sol.placement, 1), Ok(()));
+    assert_eq!(sol.placement.height, isize::MAX as usize);
+}

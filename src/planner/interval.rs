@@ -57,7 +57,8 @@ pub enum IntervalError {
         /// Index of the buffer.
         index: usize,
     },
-    /// The sum of all sizes, or an `offset + size`, does not fit in `usize`.
+    /// The sum of all sizes exceeds `isize::MAX` (the largest allocation
+    /// Rust can make), or an `offset + size` does not fit in `usize`.
     Overflow,
     /// A placement does not have one offset per buffer.
     LengthMismatch {
@@ -100,6 +101,13 @@ pub fn check_buffers(buffers: &[Buffer]) -> Result<usize, IntervalError> {
             return Err(IntervalError::ReversedRange { index });
         }
         total = total.checked_add(b.size).ok_or(IntervalError::Overflow)?;
+    }
+    // No allocation can exceed `isize::MAX` bytes (Rust's `Layout` rule),
+    // so neither can a plan's height; and every `offset + size` the passes
+    // compute stays far from wrapping. (The fuzz target found a skyline
+    // placement that overlapped when the sizes summed to `usize::MAX`.)
+    if total > isize::MAX as usize {
+        return Err(IntervalError::Overflow);
     }
     Ok(total)
 }
