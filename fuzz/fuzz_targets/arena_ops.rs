@@ -555,7 +555,7 @@ impl World {
                     .join()
                     .unwrap();
                     if let Some(m) = self.model(r.origin) {
-                        m.free(r.class);
+                        m.free_any(r.held);
                     }
                 } else if !raw && !self.owned.is_empty() {
                     COUNTS.bump(FREE_ON_THREAD);
@@ -563,7 +563,7 @@ impl World {
                     assert!(holds(o.a.as_ptr(), o.a.capacity(), o.byte), "bytes changed");
                     std::thread::spawn(move || drop(o.a)).join().unwrap();
                     if let Some(m) = self.model(o.origin) {
-                        m.free(o.class);
+                        m.free_any(o.held);
                     }
                 }
             }
