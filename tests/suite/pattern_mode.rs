@@ -115,9 +115,8 @@ fn warm_pattern_runs_take_no_fault_syscall_or_heap_allocation() {
         // is our best explanation of the one fault seen once in a full,
         // parallel suite run after the harness's own first-touch fault was
         // removed (never alone in 10 runs); unproven.
-        let arena = ExecutionArena::with_config(
-            ArenaConfig::default().pattern(true).huge_pages(false),
-        );
+        let arena =
+            ExecutionArena::with_config(ArenaConfig::default().pattern(true).huge_pages(false));
         let ops = trace(seed, 60);
         let n = ops.iter().filter(|o| matches!(o, Op::Alloc(..))).count() as u64;
         // Learning run, then one served run to bring the block in.
