@@ -95,7 +95,7 @@ pub(crate) enum Fit {
 }
 
 /// Calls to `stop` are this many buffers apart.
-const STOP_EVERY: usize = 256;
+const STOP_EVERY: usize = if cfg!(miri) { 16 } else { 256 };
 
 /// Places the non-trivial `bufs` in `order` by `fit`. `None` when `stop`
 /// said so before the end.
