@@ -277,7 +277,7 @@ impl ArenaCore {
         if cap < CARVE_LIMIT {
             // SAFETY: the caller guarantees `this` is live for this call.
             let core = unsafe { this.as_ref() };
-            if tcache::free_miss(core, class_of_classed(cap), addr, block) {
+            if tcache::free_slow(core, class_of_classed(cap), addr, block) {
                 return true;
             }
         }

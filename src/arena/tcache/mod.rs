@@ -324,11 +324,11 @@ fn take(core: &ArenaCore, cache: &Cache, o: &mut Own, s: Slot, c: Class) -> Gran
 /// when the shared path must take it.
 #[inline(always)]
 pub(crate) fn free(core: &ArenaCore, c: Class, addr: usize, block: u32) -> bool {
-    free_hit(core, c, addr, block) || free_miss(core, c, addr, block)
+    free_hit(core, c, addr, block) || free_slow(core, c, addr, block)
 }
 
 /// [`free`]'s hit: this thread's ready cache takes the buffer, or `false`
-/// (nothing changed) and [`free_miss`] decides.
+/// (nothing changed) and [`free_slow`] decides.
 #[inline(always)]
 pub(crate) fn free_hit(core: &ArenaCore, c: Class, addr: usize, block: u32) -> bool {
     if let Some(cache) = fast_cache(core) {
@@ -352,13 +352,6 @@ pub(crate) fn free_hit(core: &ArenaCore, c: Class, addr: usize, block: u32) -> b
         bin.note_handed_out(); // the credit goes back with the buffer
     }
     false
-}
-
-/// [`free`] past the hit: the cache made ready (or refused), a full bin
-/// flushed; `false` when the shared path must take the buffer.
-#[inline(always)]
-pub(crate) fn free_miss(core: &ArenaCore, c: Class, addr: usize, block: u32) -> bool {
-    free_slow(core, c, addr, block)
 }
 
 /// A free's place in the arena's free order: the free count the arena
@@ -511,9 +504,11 @@ fn allocate_slow(core: &ArenaCore, c: Class) -> Option<Grant> {
     Some(take(core, cache, o, s, c))
 }
 
+/// [`free`] past the hit: the cache made ready (or refused), a full bin
+/// flushed; `false` when the shared path must take the buffer.
 #[cold]
 #[inline(never)]
-fn free_slow(core: &ArenaCore, c: Class, addr: usize, block: u32) -> bool {
+pub(crate) fn free_slow(core: &ArenaCore, c: Class, addr: usize, block: u32) -> bool {
     let Some(cache) = ready_cache(core) else {
         return false;
     };
