@@ -1,6 +1,6 @@
 //! [`ArenaState::check`]: the arena's invariants, verified from scratch over
-//! the block table, for unit tests and the fuzz model. Slow (a pass over
-//! every block per class); never called on an allocation path.
+//! the block table, for unit tests and the fuzz model. Two passes over the
+//! table and one over each class's list; never called on an allocation path.
 
 use super::blocks::{BlockState, Place, DEDICATED};
 use super::state::ArenaState;
@@ -12,10 +12,24 @@ impl ArenaState {
     pub(crate) fn check(&self) -> Result<(), String> {
         let (mut live, mut live_n, mut held, mut held_n) = (0usize, 0usize, 0usize, 0usize);
         let mut active = vec![0u32; self.runs.len()];
+        // Warm and cold blocks by class, counted in the same pass.
+        let (mut warm, mut cold) = ([0usize; CLASS_COUNT], [0usize; CLASS_COUNT]);
         for (i, b) in self.table.iter().enumerate() {
             let i = i as u32;
-            if b.state == BlockState::Vacant {
-                continue;
+            match b.state {
+                BlockState::Vacant => continue,
+                BlockState::Warm | BlockState::Cold => {
+                    let counts = if b.state == BlockState::Warm {
+                        &mut warm
+                    } else {
+                        &mut cold
+                    };
+                    match counts.get_mut(usize::from(b.class)) {
+                        Some(n) => *n += 1,
+                        None => return Err(format!("block {i}: class {} out of range", b.class)),
+                    }
+                }
+                _ => {}
             }
             // Free heap extents need no entry (and stale ones may remain).
             let indexed = self.by_addr.get(&b.addr) == Some(&i);
@@ -89,26 +103,17 @@ impl ArenaState {
                 }
                 last = b.freed_at;
             }
-            let warm = self
-                .table
-                .iter()
-                .filter(|b| b.state == BlockState::Warm && b.class as usize == c)
-                .count();
-            if warm != order.len() {
+            if warm[c] != order.len() {
                 return Err(format!(
-                    "class {c}: {warm} warm blocks, {} listed",
+                    "class {c}: {} warm blocks, {} listed",
+                    warm[c],
                     order.len()
                 ));
             }
-            let cold = self
-                .table
-                .iter()
-                .filter(|b| b.state == BlockState::Cold && b.class as usize == c)
-                .count();
-            if cold != self.cold[c].len as usize {
+            if cold[c] != self.cold[c].len as usize {
                 return Err(format!(
-                    "class {c}: {cold} cold blocks, list has {}",
-                    self.cold[c].len
+                    "class {c}: {} cold blocks, list has {}",
+                    cold[c], self.cold[c].len
                 ));
             }
         }
@@ -255,5 +260,50 @@ impl ArenaState {
             return Err(format!("heap: {extents} extents in use, {binned} on bins"));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::blocks::BlockState;
+    use crate::{ArenaConfig, IoArena};
+
+    /// A retained 4 KiB buffer in an arena without thread caches.
+    fn arena_with_a_warm_block() -> IoArena {
+        let a = IoArena::with_config(ArenaConfig::default().thread_cache(false));
+        drop(a.allocate(4096, 64).unwrap());
+        assert_eq!(a.check_invariants(), Ok(()));
+        a
+    }
+
+    #[test]
+    fn a_warm_block_missing_from_its_list_is_caught() {
+        let a = arena_with_a_warm_block();
+        let mut st = a.core.lock();
+        let i = (0..st.table.len() as u32)
+            .find(|&i| st.table.get(i).is_some_and(|b| b.state == BlockState::Warm))
+            .expect("a warm block");
+        // Cold, but on no cold list, still on the warm list and counted held.
+        st.table.at(i).state = BlockState::Cold;
+        let e = st.check().unwrap_err();
+        assert!(e.starts_with("held 0 B / 0 counted as 4096 B / 1"), "{e}");
+        // With the held count made to agree, the lists still disagree.
+        st.held_bytes = 0;
+        st.held_buffers = 0;
+        let e = st.check().unwrap_err();
+        assert!(
+            e.contains("active 1 but 0") || e.contains("cold blocks"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_cold_list_longer_than_its_blocks_is_caught() {
+        let a = arena_with_a_warm_block();
+        let mut st = a.core.lock();
+        let c = crate::size_class::class_of(4096).unwrap();
+        st.cold[c].len += 1;
+        let e = st.check().unwrap_err();
+        assert!(e.contains("cold blocks, list has 1"), "{e}");
     }
 }
