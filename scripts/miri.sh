@@ -5,6 +5,8 @@
 # allocator-api2 paths, the planner and its readers, and the scratch claim
 # protocol, all over the heap-backed `os` stand-in (src/os/sys_heap.rs).
 # Tests too slow for Miri are marked `#[cfg_attr(miri, ignore)]`.
+# Arguments go to `cargo miri test` (one process); without them the tests
+# run in two shards at once (below).
 #
 # Skips (exit 0, with a message) when no nightly toolchain is installed;
 # adds the miri and rust-src components when nightly exists without them.
@@ -28,4 +30,29 @@ cargo +nightly miri setup >/dev/null
 # align a block; -Zmiri-many-seeds is left to longer local runs.
 export MIRIFLAGS="${MIRIFLAGS:--Zmiri-symbolic-alignment-check}"
 echo "MIRIFLAGS=$MIRIFLAGS"
-cargo +nightly miri test -p warmarena --lib "$@"
+if [ $# -gt 0 ]; then
+    exec cargo +nightly miri test -p warmarena --lib "$@"
+fi
+# No arguments: every unit test, in two shards at once (Miri interprets on
+# one core; CI has two): the arena's tests, and everything else. Built
+# once first; each shard's output is printed whole when both have ended.
+cargo +nightly miri test -p warmarena --lib --no-run
+logs=$(mktemp -d)
+cargo +nightly miri test -p warmarena --lib -- arena:: >"$logs/arena" 2>&1 &
+arena_pid=$!
+cargo +nightly miri test -p warmarena --lib -- --skip arena:: >"$logs/rest" 2>&1 &
+rest_pid=$!
+# A shard must not outlive this script (CI's `timeout` stops only it).
+trap 'kill "$arena_pid" "$rest_pid" 2>/dev/null || true' TERM INT
+arena_rc=0
+rest_rc=0
+wait "$arena_pid" || arena_rc=$?
+wait "$rest_pid" || rest_rc=$?
+echo "== miri shard 1: arena:: (exit $arena_rc)"
+cat "$logs/arena"
+echo "== miri shard 2: everything but arena:: (exit $rest_rc)"
+cat "$logs/rest"
+rm -rf "$logs"
+if [ "$arena_rc" -ne 0 ] || [ "$rest_rc" -ne 0 ]; then
+    exit 1
+fi
