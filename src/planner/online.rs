@@ -4,12 +4,12 @@
 //! the pass that always completes on very large traces (where the skyline
 //! may not finish in the budget and the fits meet billions of pairs).
 
-use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use super::constructive::start_order;
 use super::interval::{Buffer, Placement};
+use super::radix::sort_by_key;
 
 /// Hashes an offset by one multiplication (offsets are not adversarial:
 /// the planner makes them); the standard hasher costs more than the
@@ -103,14 +103,23 @@ impl Gaps {
 /// Calls to `stop` are this many buffers apart.
 const STOP_EVERY: usize = if cfg!(miri) { 64 } else { 4096 };
 
-/// Places the non-trivial `bufs` by online best fit (see the module docs);
-/// `None` when `stop` said so first.
+/// Places `bufs` by online best fit (see the module docs; a trivial
+/// buffer gets offset 0 and no bytes); `None` when `stop` said so first.
 pub(crate) fn online_best_fit(
     bufs: &[Buffer],
     stop: Option<&dyn Fn() -> bool>,
 ) -> Option<Placement> {
     let mut offsets = vec![0usize; bufs.len()];
-    let mut live: BinaryHeap<Reverse<(usize, u32)>> = BinaryHeap::new();
+    // Buffers leave in end order, ties by index (a stable radix sort): a
+    // buffer ending by the next start began before it, so it is placed.
+    let mut ends: Vec<(u64, u32)> = bufs
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| !b.is_trivial())
+        .map(|(i, b)| (b.upper as u64, i as u32))
+        .collect();
+    sort_by_key(&mut ends);
+    let mut ends = ends.into_iter().map(|e| e.1 as usize).peekable();
     let mut gaps = Gaps {
         by_size: BTreeSet::new(),
         by_start: OffsetMap::default(),
@@ -123,18 +132,15 @@ pub(crate) fn online_best_fit(
             return None;
         }
         let b = bufs[i];
-        while let Some(&Reverse((end, j))) = live.peek() {
-            if end > b.lower {
-                break;
-            }
-            live.pop();
-            let j = j as usize;
+        if b.is_trivial() {
+            continue;
+        }
+        while let Some(j) = ends.next_if(|&j| bufs[j].upper <= b.lower) {
             gaps.free(offsets[j], bufs[j].size);
         }
         let o = gaps.alloc(b.size);
         offsets[i] = o;
         height = height.max(o + b.size);
-        live.push(Reverse((b.upper, i as u32)));
     }
     Some(Placement { offsets, height })
 }

@@ -25,7 +25,7 @@ use super::interval::Buffer;
 use super::json::{parse_graph_json, JsonError};
 use super::pack::{finish, local, search, start, Problem, Solution, SolveOptions};
 use super::plan::{graph_slots, validate};
-use super::validate::{validate_placement, ValidateError};
+use super::validate::{check as check_placement, TimeOrders, ValidateError};
 
 /// Why [`plan_trace`] failed.
 #[derive(Debug)]
@@ -222,9 +222,15 @@ fn pack(
     let t = Instant::now();
     let p = Problem::new(bufs).map_err(|e| TraceError::Plan(e.into()))?;
     phases.bound = t.elapsed();
-    // Validation and output cost about what the set-up did (sorts of the
-    // same buffers); keep twice that, and a quarter of the parse, for them.
-    let reserve = phases.bound * 2 + phases.parse / 4;
+    // The validator's time orders do not depend on the placement: built
+    // now, they also measure what its check will cost.
+    let t = Instant::now();
+    let orders = check.then(|| TimeOrders::new(bufs));
+    let prepared = t.elapsed();
+    let reserve = match orders {
+        Some(_) => reserve(prepared, phases.parse),
+        None => phases.bound * 2 + phases.parse / 4,
+    };
     let end = clock
         .deadline
         .checked_sub(reserve)
@@ -249,13 +255,34 @@ fn pack(
     local(&p, &mut st, u64::MAX, &budget);
     phases.local = t.elapsed();
     let sol = finish(&p, st);
-    if check {
+    if let Some(orders) = orders {
         let t = Instant::now();
-        validate_placement(bufs, &sol.placement, 1).map_err(TraceError::Invalid)?;
-        phases.validate = t.elapsed();
+        check_placement(
+            bufs,
+            &orders,
+            &sol.placement.offsets,
+            sol.placement.height,
+            1,
+            |i| i,
+        )
+        .map_err(TraceError::Invalid)?;
+        phases.validate = prepared + t.elapsed();
     }
     Ok(sol)
 }
+
+/// Time kept after the search for validation and output, sized from the
+/// same kind of work measured before it: `prepared`, what the validator's
+/// two time sorts took (its check is one more such sort and a linear
+/// sweep: about `CHECK_PER_PREPARED` times that), and `parse` (writing
+/// the CSV back costs a fraction of reading it).
+fn reserve(prepared: Duration, parse: Duration) -> Duration {
+    prepared * CHECK_PER_PREPARED + parse / 4
+}
+
+/// See [`reserve`]: the check's cost over the time sorts', rounded up
+/// from the series of docs/planner.md (train and held-out).
+const CHECK_PER_PREPARED: u32 = 2;
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
@@ -367,5 +394,19 @@ mod tests {
             ),
             Err(TraceError::Csv(_))
         ));
+    }
+
+    #[test]
+    fn the_reserve_scales_with_the_measured_sorts_and_the_parse() {
+        let ms = Duration::from_millis;
+        assert_eq!(reserve(ms(0), ms(0)), ms(0));
+        // The check is about one more time sort and a sweep: twice the
+        // two sorts; writing the CSV back a quarter of the parse.
+        assert_eq!(reserve(ms(60), ms(0)), ms(60) * CHECK_PER_PREPARED);
+        assert_eq!(
+            reserve(ms(60), ms(200)),
+            ms(60) * CHECK_PER_PREPARED + ms(50)
+        );
+        assert!(reserve(ms(10), ms(10)) < reserve(ms(20), ms(10)));
     }
 }
