@@ -42,7 +42,6 @@ pub struct PlanArgs {
 /// Runs `warmarena plan` with parsed arguments.
 pub fn run(args: &PlanArgs) -> Result<(), String> {
     let started = Instant::now();
-    keep_freed_memory();
     let budget = Duration::from_millis(args.budget_ms);
     let mut plan = plan_trace(Path::new(&args.file), started, budget)
         .map_err(|e| format!("{}: {e}", args.file))?;
@@ -93,22 +92,6 @@ pub fn run(args: &PlanArgs) -> Result<(), String> {
     );
     exit_without_freeing(plan);
     Ok(())
-}
-
-/// glibc: keep freed blocks up to 32 MiB (the most it allows) in the heap
-/// rather than unmapping them, and the heap's top rather than trimming it.
-/// The planner's phases free and allocate vectors of a few to 32 MiB in
-/// turn; mapped afresh, each page of each costs a fault (75 000 faults,
-/// a quarter of a million-buffer plan's time). The `plan` command is its
-/// own process, so no other command sees the change.
-fn keep_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets glibc's thresholds; it has no
-    // preconditions and leaves blocks already allocated as they are.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
-    }
 }
 
 /// The plan is the last thing the command holds: the process ends next,
