@@ -21,7 +21,7 @@ use super::fit::{place, Fit};
 use super::greedy::size_order;
 use super::interval::{Buffer, Placement};
 use super::online::online_best_fit;
-use super::radix::sort_by_key;
+use super::radix::sort_pairs;
 use super::skyline::{skyline_until, OnStop};
 
 /// Problems with more buffers get only the area-ordered skyline pass (the
@@ -106,17 +106,17 @@ pub(crate) fn lifetime_order(bufs: &[Buffer]) -> Vec<usize> {
 /// took a tenth of a million-buffer plan).
 pub(crate) fn start_order(bufs: &[Buffer]) -> Vec<usize> {
     let big = bufs.iter().map(|b| b.size).max().unwrap_or(0);
-    let mut v: Vec<(u64, u32)> = bufs
-        .iter()
-        .enumerate()
-        .map(|(i, b)| ((big - b.size) as u64, i as u32))
-        .collect();
-    sort_by_key(&mut v);
-    for e in &mut v {
-        e.0 = bufs[e.1 as usize].lower as u64;
-    }
-    sort_by_key(&mut v);
-    v.into_iter().map(|e| e.1 as usize).collect()
+    let by_size = sort_pairs(
+        bufs.iter()
+            .enumerate()
+            .map(|(i, b)| ((big - b.size) as u64, i as u32)),
+    );
+    let by_start = sort_pairs(
+        by_size
+            .payloads()
+            .map(|i| (bufs[i as usize].lower as u64, i)),
+    );
+    by_start.payloads().map(|i| i as usize).collect()
 }
 
 /// The fullest section a buffer crosses (bytes live there), then size:

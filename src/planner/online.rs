@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use super::constructive::start_order;
 use super::interval::{Buffer, Placement};
-use super::radix::sort_by_key;
+use super::radix::sort_pairs;
 
 /// No block: the end of the address list.
 const NONE: u32 = u32::MAX;
@@ -171,14 +171,13 @@ pub(crate) fn online_best_fit(
     let mut offsets = vec![0usize; bufs.len()];
     // Buffers leave in end order, ties by index (a stable radix sort): a
     // buffer ending by the next start began before it, so it is placed.
-    let mut ends: Vec<(u64, u32)> = bufs
-        .iter()
-        .enumerate()
-        .filter(|(_, b)| !b.is_trivial())
-        .map(|(i, b)| (b.upper as u64, i as u32))
-        .collect();
-    sort_by_key(&mut ends);
-    let mut ends = ends.into_iter().map(|e| e.1 as usize).peekable();
+    let ends = sort_pairs(
+        bufs.iter()
+            .enumerate()
+            .filter(|(_, b)| !b.is_trivial())
+            .map(|(i, b)| (b.upper as u64, i as u32)),
+    );
+    let mut ends = ends.payloads().map(|j| j as usize).peekable();
     let mut gaps = Gaps::new();
     let mut block = vec![NONE; bufs.len()];
     let mut height = 0;

@@ -6,23 +6,69 @@
 /// Bits per digit: 2048 counters, a few passes for the keys of a trace.
 const DIGIT: u32 = 11;
 
-/// Sorts `v` by key, stably (equal keys keep their order): one counting
-/// pass per 11 bits of the largest key. Keys below 2^32 are sorted packed
-/// with their payload in one `u64` (half the bytes to move a pass).
-pub(crate) fn sort_by_key(v: &mut Vec<(u64, u32)>) {
-    if v.len() < 64 {
-        v.sort_by_key(|e| e.0);
-        return;
+/// `(key, payload)` pairs sorted by key: packed as `key << 32 | payload`
+/// in one word when every key is below 2^32 (half the memory of a pair,
+/// half the bytes to move a pass), else as pairs.
+pub(crate) struct Sorted {
+    words: Vec<u64>,
+    pairs: Vec<(u64, u32)>,
+}
+
+impl Sorted {
+    /// How many pairs.
+    pub(crate) fn len(&self) -> usize {
+        self.words.len().max(self.pairs.len())
     }
-    let max = v.iter().map(|e| e.0).max().unwrap_or(0);
+
+    /// The `k`-th pair in key order.
+    pub(crate) fn get(&self, k: usize) -> (u64, u32) {
+        match self.words.get(k) {
+            Some(&w) => (w >> 32, w as u32),
+            None => self.pairs[k],
+        }
+    }
+
+    /// The pairs in key order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, u32)> + Clone + '_ {
+        (0..self.len()).map(|k| self.get(k))
+    }
+
+    /// The payloads in key order.
+    pub(crate) fn payloads(&self) -> impl Iterator<Item = u32> + Clone + '_ {
+        self.iter().map(|e| e.1)
+    }
+}
+
+/// The pairs `items` yields, sorted by key, stably (equal keys keep the
+/// order they came in): one counting pass per 11 bits of the largest key.
+pub(crate) fn sort_pairs<I>(items: I) -> Sorted
+where
+    I: Iterator<Item = (u64, u32)> + Clone,
+{
+    let max = items.clone().map(|e| e.0).max().unwrap_or(0);
+    let bits = 64 - max.leading_zeros();
     if max >> 32 == 0 {
-        let mut packed: Vec<u64> = v.iter().map(|e| e.0 << 32 | u64::from(e.1)).collect();
-        sort_words(&mut packed, 32, 64 - max.leading_zeros());
-        for (e, &p) in v.iter_mut().zip(&packed) {
-            *e = (p >> 32, p as u32);
+        let mut words: Vec<u64> = items.map(|(k, p)| k << 32 | u64::from(p)).collect();
+        if words.len() < 64 {
+            words.sort_by_key(|w| w >> 32);
+        } else {
+            sort_words(&mut words, 32, bits);
+        }
+        Sorted {
+            words,
+            pairs: Vec::new(),
         }
     } else {
-        sort_words(v, 0, 64 - max.leading_zeros());
+        let mut pairs: Vec<(u64, u32)> = items.collect();
+        if pairs.len() < 64 {
+            pairs.sort_by_key(|e| e.0);
+        } else {
+            sort_words(&mut pairs, 0, bits);
+        }
+        Sorted {
+            words: Vec::new(),
+            pairs,
+        }
     }
 }
 
@@ -93,21 +139,22 @@ mod tests {
             (5000, 1 << 33),
         ] {
             let n = if cfg!(miri) { n.min(80) } else { n };
+            // Payloads in a shuffled order: ties must keep the input order.
             let v: Vec<(u64, u32)> = (0..n)
-                .map(|i| {
+                .map(|_| {
                     let k = if range == u64::MAX {
                         rng.next_u64()
                     } else {
                         rng.next_u64() % range
                     };
-                    (k, i as u32)
+                    (k, rng.next_u64() as u32)
                 })
                 .collect();
             let mut want = v.clone();
             want.sort_by_key(|e| e.0);
-            let mut got = v;
-            sort_by_key(&mut got);
-            assert_eq!(got, want);
+            let got = sort_pairs(v.iter().copied());
+            assert_eq!(got.len(), n);
+            assert_eq!(got.iter().collect::<Vec<_>>(), want);
         }
     }
 }

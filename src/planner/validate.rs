@@ -13,6 +13,7 @@
 use std::fmt;
 
 use super::interval::{Buffer, Placement};
+use super::radix::{sort_pairs, Sorted};
 use super::rankset::RankSet;
 
 /// A violated rule of a placement or a plan.
@@ -122,22 +123,21 @@ pub(crate) fn validate_with_ids(
 /// before the placement exists, and what is left after the placement is
 /// one sort, a few linear passes and the sweep.
 pub(crate) struct TimeOrders {
-    starts: Vec<(u64, u32)>,
-    ends: Vec<(u64, u32)>,
+    starts: Sorted,
+    ends: Sorted,
 }
 
 impl TimeOrders {
     /// The orders of `buffers`' non-trivial members.
     pub(crate) fn new(buffers: &[Buffer]) -> Self {
         let by = |key: fn(&Buffer) -> usize| {
-            let mut v: Vec<(u64, u32)> = buffers
-                .iter()
-                .enumerate()
-                .filter(|(_, b)| !b.is_trivial())
-                .map(|(i, b)| (key(b) as u64, i as u32))
-                .collect();
-            super::radix::sort_by_key(&mut v);
-            v
+            sort_pairs(
+                buffers
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, b)| !b.is_trivial())
+                    .map(move |(i, b)| (key(b) as u64, i as u32)),
+            )
         };
         TimeOrders {
             starts: by(|b| b.lower),
@@ -164,7 +164,6 @@ pub(crate) fn check(
         return Err(ValidateError::LengthMismatch);
     }
     let align = alignment.max(1);
-    let mut by_offset: Vec<(u64, u32)> = Vec::with_capacity(orders.starts.len());
     for (i, (b, &o)) in buffers.iter().zip(offsets).enumerate() {
         if o % align != 0 {
             return Err(ValidateError::Misaligned { index: id(i) });
@@ -173,30 +172,34 @@ pub(crate) fn check(
             Some(top) if b.is_trivial() || top <= height => {}
             _ => return Err(ValidateError::AboveHeight { index: id(i) }),
         }
-        if !b.is_trivial() {
-            by_offset.push((o as u64, i as u32));
-        }
     }
     // Ranks in (offset, index) order (the radix sort is stable), each
     // rank's byte range, and the ranks in start and in end order.
-    super::radix::sort_by_key(&mut by_offset);
+    let by_offset = sort_pairs(
+        buffers
+            .iter()
+            .zip(offsets)
+            .enumerate()
+            .filter(|(_, (b, _))| !b.is_trivial())
+            .map(|(i, (_, &o))| (o as u64, i as u32)),
+    );
     let mut rank = vec![0u32; buffers.len()];
     let bytes: Vec<(usize, usize)> = by_offset
         .iter()
         .enumerate()
-        .map(|(r, &(o, i))| {
+        .map(|(r, (o, i))| {
             rank[i as usize] = r as u32;
             (o as usize, o as usize + buffers[i as usize].size)
         })
         .collect();
-    let ranks = |v: &[(u64, u32)]| -> Vec<u32> { v.iter().map(|e| rank[e.1 as usize]).collect() };
+    let ranks = |v: &Sorted| -> Vec<u32> { v.payloads().map(|i| rank[i as usize]).collect() };
     let (start_rank, end_rank) = (ranks(&orders.starts), ranks(&orders.ends));
     drop(rank);
-    let holder = |r: usize| id(by_offset[r].1 as usize);
+    let holder = |r: usize| id(by_offset.get(r).1 as usize);
     let mut live = RankSet::new(bytes.len());
     let mut e = 0;
-    for (&(t, _), &r) in orders.starts.iter().zip(&start_rank) {
-        while e < end_rank.len() && orders.ends[e].0 <= t {
+    for ((t, _), &r) in orders.starts.iter().zip(&start_rank) {
+        while e < end_rank.len() && orders.ends.get(e).0 <= t {
             live.remove(end_rank[e] as usize);
             e += 1;
         }
