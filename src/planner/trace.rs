@@ -6,9 +6,11 @@
 //! liveness (graphs), the bound and time sections, the constructive passes,
 //! the decision search, the local search, validation, and writing the
 //! solution ([`TracePlan::write_csv`]). The searches get what the fixed
-//! phases leave, less a reserve for validation and output sized from the
-//! set-up's own cost (both are O(n log n) sorts of the same buffers): two
-//! thirds to the decision search, the rest to the local search. The first
+//! phases leave, less a reserve for validation and output: the validator's
+//! time orders are built (and timed) before the passes, and the reserve is
+//! a multiple of that time, since its check is the same kind of work (a
+//! graph keeps twice the bound's time). Two thirds of the rest go to the
+//! decision search, the rest to the local search. The first
 //! constructive pass always completes (the online best fit above 32 768
 //! buffers, else the skyline, hurried), so a budget below the fixed
 //! phases' cost is overrun by that much and no more; every other pass is
