@@ -21,6 +21,7 @@ use super::fit::{place, Fit};
 use super::greedy::size_order;
 use super::interval::{Buffer, Placement};
 use super::online::online_best_fit;
+use super::radix::sort_pairs;
 use super::skyline::{skyline_until, OnStop};
 
 /// Problems with more buffers get only the area-ordered skyline pass (the
@@ -100,11 +101,22 @@ pub(crate) fn lifetime_order(bufs: &[Buffer]) -> Vec<usize> {
     })
 }
 
-/// Start time (earliest first), then size (largest first).
+/// Start time (earliest first), then size (largest first), then index:
+/// two stable radix sorts, by size and then by start (a comparison sort
+/// took a tenth of a million-buffer plan).
 pub(crate) fn start_order(bufs: &[Buffer]) -> Vec<usize> {
-    sorted_by(bufs.len(), |i| {
-        (bufs[i].lower, std::cmp::Reverse(bufs[i].size))
-    })
+    let big = bufs.iter().map(|b| b.size).max().unwrap_or(0);
+    let by_size = sort_pairs(
+        bufs.iter()
+            .enumerate()
+            .map(|(i, b)| ((big - b.size) as u64, i as u32)),
+    );
+    let by_start = sort_pairs(
+        by_size
+            .payloads()
+            .map(|i| (bufs[i as usize].lower as u64, i)),
+    );
+    by_start.payloads().map(|i| i as usize).collect()
 }
 
 /// The fullest section a buffer crosses (bytes live there), then size:
@@ -303,5 +315,19 @@ mod tests {
                 assert_eq!(s.greedy_height, Some(greedy));
             }
         }
+    }
+
+    #[test]
+    fn start_order_is_by_start_then_largest_then_index() {
+        let mut rng = Rng::new(5);
+        let n = if cfg!(miri) { 80 } else { 3000 };
+        let bufs: Vec<Buffer> = (0..n)
+            .map(|_| {
+                let l = rng.below(300);
+                Buffer::new(l, l + rng.below(9), rng.below(40))
+            })
+            .collect();
+        let want = sorted_by(n, |i| (bufs[i].lower, std::cmp::Reverse(bufs[i].size)));
+        assert_eq!(start_order(&bufs), want);
     }
 }

@@ -183,18 +183,20 @@ pub(crate) fn elementary_sections(buffers: &[Buffer]) -> (Vec<(u32, u32)>, usize
     // Every start and end, tagged `2 * buffer + (0 start, 1 end)`, sorted
     // by time (radix: a million buffers sort in a few tens of ms); each
     // takes the number of distinct times before it.
-    let mut points: Vec<(u64, u32)> = Vec::with_capacity(buffers.len() * 2);
-    for (i, b) in buffers.iter().enumerate() {
-        if !b.is_trivial() {
-            points.push((b.lower as u64, 2 * i as u32));
-            points.push((b.upper as u64, 2 * i as u32 + 1));
-        }
-    }
-    super::radix::sort_by_key(&mut points);
+    let points = super::radix::sort_pairs(
+        buffers
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| !b.is_trivial())
+            .flat_map(|(i, b)| {
+                let tag = 2 * i as u32;
+                [(b.lower as u64, tag), (b.upper as u64, tag + 1)]
+            }),
+    );
     let mut spans = vec![(0u32, 0u32); buffers.len()];
     let mut distinct = 0u32;
     let mut prev = None;
-    for &(t, tag) in &points {
+    for (t, tag) in points.iter() {
         if prev != Some(t) {
             if prev.is_some() {
                 distinct += 1;
@@ -208,7 +210,7 @@ pub(crate) fn elementary_sections(buffers: &[Buffer]) -> (Vec<(u32, u32)>, usize
             s.1 = distinct;
         }
     }
-    let count = if points.is_empty() {
+    let count = if points.len() == 0 {
         0
     } else {
         distinct as usize + 1

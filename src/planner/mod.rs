@@ -61,6 +61,7 @@ mod online;
 mod pack;
 mod plan;
 mod radix;
+mod rankset;
 mod rng;
 mod rounds;
 #[cfg(test)]

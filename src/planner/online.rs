@@ -4,98 +4,157 @@
 //! the pass that always completes on very large traces (where the skyline
 //! may not finish in the budget and the fits meet billions of pairs).
 
-use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::BTreeMap;
 
 use super::constructive::start_order;
 use super::interval::{Buffer, Placement};
+use super::radix::sort_pairs;
 
-/// Hashes an offset by one multiplication (offsets are not adversarial:
-/// the planner makes them); the standard hasher costs more than the
-/// lookups it serves.
-#[derive(Default)]
-struct OffsetHasher(u64);
+/// No block: the end of the address list.
+const NONE: u32 = u32::MAX;
 
-impl Hasher for OffsetHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-
-    fn write_usize(&mut self, x: usize) {
-        self.0 = (x as u64 ^ self.0)
-            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-            .rotate_left(29);
-    }
+/// A stretch of `[0, top)`: a live buffer's bytes or a free gap.
+#[derive(Clone, Copy)]
+struct Block {
+    offset: usize,
+    len: usize,
+    free: bool,
+    /// The blocks below and above in address order.
+    prev: u32,
+    next: u32,
 }
 
-type OffsetMap = HashMap<usize, usize, BuildHasherDefault<OffsetHasher>>;
-
-/// Free space below the live buffers' highest top: gaps by size (ordered,
-/// for the best fit), and by start and by end (hashed, to merge a freed
-/// block with its free neighbours in O(1)).
+/// Memory below the live buffers' highest top, as a list of blocks in
+/// address order (live buffers and the gaps between them; no two gaps
+/// touch), and the gaps by size for the best fit. A freed buffer finds
+/// its neighbours through the list, so merging costs no lookup.
 struct Gaps {
-    by_size: BTreeSet<(usize, usize)>,
-    /// Offset -> length.
-    by_start: OffsetMap,
-    /// End -> offset.
-    by_end: OffsetMap,
+    blocks: Vec<Block>,
+    /// Slots of `blocks` no longer used.
+    spare: Vec<u32>,
+    /// `(len, offset)` of every gap -> its block.
+    by_size: BTreeMap<(usize, usize), u32>,
+    /// The highest block, or `NONE`.
+    last: u32,
     /// Everything from here up is free.
     top: usize,
 }
 
 impl Gaps {
-    fn remove(&mut self, offset: usize, len: usize) {
-        self.by_size.remove(&(len, offset));
-        self.by_start.remove(&offset);
-        self.by_end.remove(&(offset + len));
+    fn new() -> Self {
+        Gaps {
+            blocks: Vec::new(),
+            spare: Vec::new(),
+            by_size: BTreeMap::new(),
+            last: NONE,
+            top: 0,
+        }
     }
 
-    fn insert(&mut self, offset: usize, len: usize) {
-        self.by_size.insert((len, offset));
-        self.by_start.insert(offset, len);
-        self.by_end.insert(offset + len, offset);
-    }
-
-    /// The start of the smallest gap that holds `size` (lowest on ties),
-    /// else the top.
-    fn alloc(&mut self, size: usize) -> usize {
-        match self.by_size.range((size, 0)..).next().copied() {
-            Some((len, offset)) => {
-                self.remove(offset, len);
-                if len > size {
-                    self.insert(offset + size, len - size);
-                }
-                offset
+    fn add(&mut self, b: Block) -> u32 {
+        match self.spare.pop() {
+            Some(k) => {
+                self.blocks[k as usize] = b;
+                k
             }
             None => {
-                self.top += size;
-                self.top - size
+                self.blocks.push(b);
+                (self.blocks.len() - 1) as u32
             }
         }
     }
 
-    /// Gives `[offset, offset + size)` back, merged with free neighbours.
-    fn free(&mut self, mut offset: usize, size: usize) {
-        let mut end = offset + size;
-        if let Some(&o) = self.by_end.get(&offset) {
-            self.remove(o, offset - o);
-            offset = o;
+    /// Takes block `k` out of the address list.
+    fn unlink(&mut self, k: u32) {
+        let Block { prev, next, .. } = self.blocks[k as usize];
+        if prev != NONE {
+            self.blocks[prev as usize].next = next;
         }
-        if let Some(&len) = self.by_start.get(&end) {
-            self.remove(end, len);
-            end += len;
-        }
-        if end == self.top {
-            self.top = offset;
+        if next != NONE {
+            self.blocks[next as usize].prev = prev;
         } else {
-            self.insert(offset, end - offset);
+            self.last = prev;
+        }
+        self.spare.push(k);
+    }
+
+    /// Places `size` bytes in the smallest gap that holds them (lowest on
+    /// ties), else at the top: returns the offset and the block.
+    fn alloc(&mut self, size: usize) -> (usize, u32) {
+        let fit = self
+            .by_size
+            .range((size, 0)..)
+            .next()
+            .map(|(&k, &g)| (k, g));
+        match fit {
+            Some(((len, offset), g)) => {
+                self.by_size.remove(&(len, offset));
+                if len == size {
+                    self.blocks[g as usize].free = false;
+                    return (offset, g);
+                }
+                // The buffer takes the gap's low end; the rest stays free.
+                let prev = self.blocks[g as usize].prev;
+                let k = self.add(Block {
+                    offset,
+                    len: size,
+                    free: false,
+                    prev,
+                    next: g,
+                });
+                if prev != NONE {
+                    self.blocks[prev as usize].next = k;
+                }
+                let gap = &mut self.blocks[g as usize];
+                gap.prev = k;
+                gap.offset += size;
+                gap.len -= size;
+                self.by_size.insert((gap.len, gap.offset), g);
+                (offset, k)
+            }
+            None => {
+                let offset = self.top;
+                let k = self.add(Block {
+                    offset,
+                    len: size,
+                    free: false,
+                    prev: self.last,
+                    next: NONE,
+                });
+                if self.last != NONE {
+                    self.blocks[self.last as usize].next = k;
+                }
+                self.last = k;
+                self.top += size;
+                (offset, k)
+            }
+        }
+    }
+
+    /// Gives block `k` back, merged with free neighbours (or the top).
+    fn free(&mut self, k: u32) {
+        let Block { prev, next, .. } = self.blocks[k as usize];
+        if prev != NONE && self.blocks[prev as usize].free {
+            let p = self.blocks[prev as usize];
+            self.by_size.remove(&(p.len, p.offset));
+            self.unlink(prev);
+            let b = &mut self.blocks[k as usize];
+            b.offset = p.offset;
+            b.len += p.len;
+        }
+        if next != NONE && self.blocks[next as usize].free {
+            let q = self.blocks[next as usize];
+            self.by_size.remove(&(q.len, q.offset));
+            self.unlink(next);
+            self.blocks[k as usize].len += q.len;
+        }
+        let b = self.blocks[k as usize];
+        if b.next == NONE {
+            self.top = b.offset;
+            self.unlink(k);
+        } else {
+            self.blocks[k as usize].free = true;
+            self.by_size.insert((b.len, b.offset), k);
         }
     }
 }
@@ -103,38 +162,40 @@ impl Gaps {
 /// Calls to `stop` are this many buffers apart.
 const STOP_EVERY: usize = if cfg!(miri) { 64 } else { 4096 };
 
-/// Places the non-trivial `bufs` by online best fit (see the module docs);
-/// `None` when `stop` said so first.
+/// Places `bufs` by online best fit (see the module docs; a trivial
+/// buffer gets offset 0 and no bytes); `None` when `stop` said so first.
 pub(crate) fn online_best_fit(
     bufs: &[Buffer],
     stop: Option<&dyn Fn() -> bool>,
 ) -> Option<Placement> {
     let mut offsets = vec![0usize; bufs.len()];
-    let mut live: BinaryHeap<Reverse<(usize, u32)>> = BinaryHeap::new();
-    let mut gaps = Gaps {
-        by_size: BTreeSet::new(),
-        by_start: OffsetMap::default(),
-        by_end: OffsetMap::default(),
-        top: 0,
-    };
+    // Buffers leave in end order, ties by index (a stable radix sort): a
+    // buffer ending by the next start began before it, so it is placed.
+    let ends = sort_pairs(
+        bufs.iter()
+            .enumerate()
+            .filter(|(_, b)| !b.is_trivial())
+            .map(|(i, b)| (b.upper as u64, i as u32)),
+    );
+    let mut ends = ends.payloads().map(|j| j as usize).peekable();
+    let mut gaps = Gaps::new();
+    let mut block = vec![NONE; bufs.len()];
     let mut height = 0;
     for (k, i) in start_order(bufs).into_iter().enumerate() {
         if k % STOP_EVERY == STOP_EVERY - 1 && stop.is_some_and(|f| f()) {
             return None;
         }
         let b = bufs[i];
-        while let Some(&Reverse((end, j))) = live.peek() {
-            if end > b.lower {
-                break;
-            }
-            live.pop();
-            let j = j as usize;
-            gaps.free(offsets[j], bufs[j].size);
+        if b.is_trivial() {
+            continue;
         }
-        let o = gaps.alloc(b.size);
+        while let Some(j) = ends.next_if(|&j| bufs[j].upper <= b.lower) {
+            gaps.free(block[j]);
+        }
+        let (o, at) = gaps.alloc(b.size);
         offsets[i] = o;
+        block[i] = at;
         height = height.max(o + b.size);
-        live.push(Reverse((b.upper, i as u32)));
     }
     Some(Placement { offsets, height })
 }
@@ -172,5 +233,56 @@ mod tests {
             .map(|i| Buffer::new(i, i + 2, 4))
             .collect();
         assert!(online_best_fit(&many, Some(&|| true)).is_none());
+    }
+
+    /// Online best fit the slow way: the gaps between the live buffers,
+    /// the smallest that holds the buffer (lowest on ties), else the top.
+    fn reference(bufs: &[Buffer]) -> Vec<usize> {
+        let mut offsets = vec![0usize; bufs.len()];
+        let mut live: Vec<usize> = Vec::new();
+        for i in start_order(bufs) {
+            let b = bufs[i];
+            if b.is_trivial() {
+                continue;
+            }
+            live.retain(|&j| bufs[j].upper > b.lower);
+            let mut spans: Vec<(usize, usize)> = live
+                .iter()
+                .map(|&j| (offsets[j], offsets[j] + bufs[j].size))
+                .collect();
+            spans.sort_unstable();
+            let (mut at, mut best) = (0, None::<(usize, usize)>);
+            for &(lo, hi) in &spans {
+                if lo >= at + b.size && best.is_none_or(|(len, _)| lo - at < len) {
+                    best = Some((lo - at, at));
+                }
+                at = at.max(hi);
+            }
+            offsets[i] = best.map_or(at, |(_, o)| o);
+            live.push(i);
+        }
+        offsets
+    }
+
+    #[test]
+    fn online_best_fit_matches_the_slow_reference() {
+        let mut rng = Rng::new(31);
+        let (rounds, n) = if cfg!(miri) { (3, 40) } else { (60, 500) };
+        for round in 0..rounds {
+            let sizes = [4, 16, 600][round % 3];
+            let bufs: Vec<Buffer> = (0..n)
+                .map(|_| {
+                    let l = rng.below(200);
+                    Buffer::new(l, l + rng.below(40), rng.below(sizes))
+                })
+                .collect();
+            let p = online_best_fit(&bufs, None).unwrap();
+            let want = reference(&bufs);
+            for (i, b) in bufs.iter().enumerate() {
+                if !b.is_trivial() {
+                    assert_eq!(p.offsets[i], want[i], "round {round}, buffer {i}");
+                }
+            }
+        }
     }
 }

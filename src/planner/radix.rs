@@ -6,22 +6,106 @@
 /// Bits per digit: 2048 counters, a few passes for the keys of a trace.
 const DIGIT: u32 = 11;
 
-/// Sorts `v` by key, stably (equal keys keep their order): one counting
-/// pass per 11 bits of the largest key.
-pub(crate) fn sort_by_key(v: &mut Vec<(u64, u32)>) {
-    let max = v.iter().map(|e| e.0).max().unwrap_or(0);
-    let bits = 64 - max.leading_zeros();
-    if v.len() < 64 {
-        v.sort_by_key(|e| e.0);
-        return;
+/// `(key, payload)` pairs sorted by key: packed as `key << 32 | payload`
+/// in one word when every key is below 2^32 (half the memory of a pair,
+/// half the bytes to move a pass), else as pairs.
+pub(crate) struct Sorted {
+    words: Vec<u64>,
+    pairs: Vec<(u64, u32)>,
+}
+
+impl Sorted {
+    /// How many pairs.
+    pub(crate) fn len(&self) -> usize {
+        self.words.len().max(self.pairs.len())
     }
-    let mut buf = vec![(0u64, 0u32); v.len()];
-    let mut shift = 0;
+
+    /// The `k`-th pair in key order.
+    pub(crate) fn get(&self, k: usize) -> (u64, u32) {
+        match self.words.get(k) {
+            Some(&w) => (w >> 32, w as u32),
+            None => self.pairs[k],
+        }
+    }
+
+    /// The pairs in key order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, u32)> + Clone + '_ {
+        (0..self.len()).map(|k| self.get(k))
+    }
+
+    /// The payloads in key order.
+    pub(crate) fn payloads(&self) -> impl Iterator<Item = u32> + Clone + '_ {
+        self.iter().map(|e| e.1)
+    }
+}
+
+/// The pairs `items` yields, sorted by key, stably (equal keys keep the
+/// order they came in): one counting pass per 11 bits of the largest key.
+pub(crate) fn sort_pairs<I>(items: I) -> Sorted
+where
+    I: Iterator<Item = (u64, u32)> + Clone,
+{
+    let max = items.clone().map(|e| e.0).max().unwrap_or(0);
+    let bits = 64 - max.leading_zeros();
+    if max >> 32 == 0 {
+        let mut words: Vec<u64> = items.map(|(k, p)| k << 32 | u64::from(p)).collect();
+        if words.len() < 64 {
+            words.sort_by_key(|w| w >> 32);
+        } else {
+            sort_words(&mut words, 32, bits);
+        }
+        Sorted {
+            words,
+            pairs: Vec::new(),
+        }
+    } else {
+        let mut pairs: Vec<(u64, u32)> = items.collect();
+        if pairs.len() < 64 {
+            pairs.sort_by_key(|e| e.0);
+        } else {
+            sort_words(&mut pairs, 0, bits);
+        }
+        Sorted {
+            words: Vec::new(),
+            pairs,
+        }
+    }
+}
+
+/// What [`sort_words`] sorts: a word or a pair, by a 64-bit key.
+trait Keyed: Copy + Default {
+    fn key(&self) -> u64;
+}
+
+impl Keyed for u64 {
+    fn key(&self) -> u64 {
+        *self
+    }
+}
+
+impl Keyed for (u64, u32) {
+    fn key(&self) -> u64 {
+        self.0
+    }
+}
+
+/// Sorts `v` stably by the `bits` bits of the key from bit `low` up. The
+/// counts of every digit are taken in one read of `v`, and a digit all
+/// keys share is skipped.
+fn sort_words<T: Keyed>(v: &mut Vec<T>, low: u32, bits: u32) {
+    let digits = bits.div_ceil(DIGIT) as usize;
     let mask = (1u64 << DIGIT) - 1;
-    while shift < bits {
-        let mut count = vec![0usize; 1 << DIGIT];
-        for e in v.iter() {
-            count[((e.0 >> shift) & mask) as usize] += 1;
+    let digit = |e: &T, d: usize| ((e.key() >> (low + d as u32 * DIGIT)) & mask) as usize;
+    let mut counts = vec![[0usize; 1 << DIGIT]; digits];
+    for e in v.iter() {
+        for (d, count) in counts.iter_mut().enumerate() {
+            count[digit(e, d)] += 1;
+        }
+    }
+    let mut buf = vec![T::default(); v.len()];
+    for (d, count) in counts.iter_mut().enumerate() {
+        if count.contains(&v.len()) {
+            continue;
         }
         let mut at = 0;
         for c in count.iter_mut() {
@@ -29,13 +113,12 @@ pub(crate) fn sort_by_key(v: &mut Vec<(u64, u32)>) {
             *c = at;
             at += k;
         }
-        for &e in v.iter() {
-            let d = ((e.0 >> shift) & mask) as usize;
-            buf[count[d]] = e;
-            count[d] += 1;
+        for e in v.iter() {
+            let k = digit(e, d);
+            buf[count[k]] = *e;
+            count[k] += 1;
         }
         std::mem::swap(v, &mut buf);
-        shift += DIGIT;
     }
 }
 
@@ -47,23 +130,31 @@ mod tests {
     #[test]
     fn sorts_stably_like_the_standard_sort() {
         let mut rng = Rng::new(29);
-        for (n, range) in [(10, 100u64), (500, 3000), (700, u64::MAX), (300, 1 << 40)] {
+        for (n, range) in [
+            (10, 100u64),
+            (500, 3000),
+            (700, u64::MAX),
+            (300, 1 << 40),
+            (900, 1 << 31),
+            (5000, 1 << 33),
+        ] {
             let n = if cfg!(miri) { n.min(80) } else { n };
+            // Payloads in a shuffled order: ties must keep the input order.
             let v: Vec<(u64, u32)> = (0..n)
-                .map(|i| {
+                .map(|_| {
                     let k = if range == u64::MAX {
                         rng.next_u64()
                     } else {
                         rng.next_u64() % range
                     };
-                    (k, i as u32)
+                    (k, rng.next_u64() as u32)
                 })
                 .collect();
             let mut want = v.clone();
             want.sort_by_key(|e| e.0);
-            let mut got = v;
-            sort_by_key(&mut got);
-            assert_eq!(got, want);
+            let got = sort_pairs(v.iter().copied());
+            assert_eq!(got.len(), n);
+            assert_eq!(got.iter().collect::<Vec<_>>(), want);
         }
     }
 }

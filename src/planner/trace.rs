@@ -6,9 +6,11 @@
 //! liveness (graphs), the bound and time sections, the constructive passes,
 //! the decision search, the local search, validation, and writing the
 //! solution ([`TracePlan::write_csv`]). The searches get what the fixed
-//! phases leave, less a reserve for validation and output sized from the
-//! set-up's own cost (both are O(n log n) sorts of the same buffers): two
-//! thirds to the decision search, the rest to the local search. The first
+//! phases leave, less a reserve for validation and output: the validator's
+//! time orders are built (and timed) before the passes, and the reserve is
+//! a multiple of that time, since its check is the same kind of work (a
+//! graph keeps twice the bound's time). Two thirds of the rest go to the
+//! decision search, the rest to the local search. The first
 //! constructive pass always completes (the online best fit above 32 768
 //! buffers, else the skyline, hurried), so a budget below the fixed
 //! phases' cost is overrun by that much and no more; every other pass is
@@ -25,7 +27,7 @@ use super::interval::Buffer;
 use super::json::{parse_graph_json, JsonError};
 use super::pack::{finish, local, search, start, Problem, Solution, SolveOptions};
 use super::plan::{graph_slots, validate};
-use super::validate::{validate_placement, ValidateError};
+use super::validate::{check as check_placement, TimeOrders, ValidateError};
 
 /// Why [`plan_trace`] failed.
 #[derive(Debug)]
@@ -222,9 +224,15 @@ fn pack(
     let t = Instant::now();
     let p = Problem::new(bufs).map_err(|e| TraceError::Plan(e.into()))?;
     phases.bound = t.elapsed();
-    // Validation and output cost about what the set-up did (sorts of the
-    // same buffers); keep twice that, and a quarter of the parse, for them.
-    let reserve = phases.bound * 2 + phases.parse / 4;
+    // The validator's time orders do not depend on the placement: built
+    // now, they also measure what its check will cost.
+    let t = Instant::now();
+    let orders = check.then(|| TimeOrders::new(bufs));
+    let prepared = t.elapsed();
+    let reserve = match orders {
+        Some(_) => reserve(prepared, phases.parse),
+        None => phases.bound * 2 + phases.parse / 4,
+    };
     let end = clock
         .deadline
         .checked_sub(reserve)
@@ -249,13 +257,35 @@ fn pack(
     local(&p, &mut st, u64::MAX, &budget);
     phases.local = t.elapsed();
     let sol = finish(&p, st);
-    if check {
+    if let Some(orders) = orders {
         let t = Instant::now();
-        validate_placement(bufs, &sol.placement, 1).map_err(TraceError::Invalid)?;
-        phases.validate = t.elapsed();
+        check_placement(
+            bufs,
+            &orders,
+            &sol.placement.offsets,
+            sol.placement.height,
+            1,
+            |i| i,
+        )
+        .map_err(TraceError::Invalid)?;
+        phases.validate = prepared + t.elapsed();
     }
     Ok(sol)
 }
+
+/// Time kept after the search for validation and output, sized from the
+/// same kind of work measured before it: `prepared`, what the validator's
+/// two time sorts took (its check is one more such sort, a few gathers
+/// and a linear sweep: at most `CHECK_PER_PREPARED` times that), and
+/// `parse` (writing the CSV back costs a fraction of reading it).
+fn reserve(prepared: Duration, parse: Duration) -> Duration {
+    prepared * CHECK_PER_PREPARED + parse / 4
+}
+
+/// See [`reserve`]: the check's cost over the time sorts' was 1.3 to 3.4
+/// over the scaling series of docs/planner.md (train and held-out, two
+/// runs each, load 4); rounded up.
+const CHECK_PER_PREPARED: u32 = 4;
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
@@ -367,5 +397,20 @@ mod tests {
             ),
             Err(TraceError::Csv(_))
         ));
+    }
+
+    #[test]
+    fn the_reserve_scales_with_the_measured_sorts_and_the_parse() {
+        let ms = Duration::from_millis;
+        assert_eq!(reserve(ms(0), ms(0)), ms(0));
+        // The check is one more time sort, gathers and a sweep: at most
+        // four times the two sorts (the 1M trace: 55 ms of sorts, a check
+        // of 100-140 ms, 220 ms kept); writing the CSV back a quarter of
+        // the parse.
+        assert_eq!(reserve(ms(55), ms(0)), ms(220));
+        assert_eq!(reserve(ms(55), ms(200)), ms(270));
+        let us = Duration::from_micros;
+        assert_eq!(reserve(us(400), ms(2)), us(2100));
+        assert!(reserve(ms(10), ms(10)) < reserve(ms(20), ms(10)));
     }
 }

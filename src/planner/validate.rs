@@ -3,15 +3,18 @@
 //! [`validate_placement`] checks the interval problem (no two conflicting
 //! buffers share a byte, alignment, height; a buffer never live is exempt
 //! from the height) in O(n log n) with a sweep over
-//! time that keeps the live buffers ordered by offset: the live set is
-//! pairwise disjoint, so a new buffer can only overlap its neighbours there.
+//! time that keeps the live buffers ordered by offset (as bits over their
+//! rank in offset order): the live set is pairwise disjoint, so a new
+//! buffer can only overlap its neighbours there. Three radix sorts and the
+//! sweep, no tree: its cost per buffer is steady enough to reserve for.
 //! [`validate`](super::validate) checks a whole [`ActivationPlan`](super::ActivationPlan)
 //! against its graph.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use super::interval::{Buffer, Placement};
+use super::radix::{sort_pairs, Sorted};
+use super::rankset::RankSet;
 
 /// A violated rule of a placement or a plan.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -110,11 +113,57 @@ pub(crate) fn validate_with_ids(
     alignment: usize,
     id: impl Fn(usize) -> usize,
 ) -> Result<(), ValidateError> {
+    let orders = TimeOrders::new(buffers);
+    check(buffers, &orders, offsets, height, alignment, id)
+}
+
+/// The non-trivial buffers by start and by end time (radix sorts, ties by
+/// index), as `(time, index)`: what the sweep of [`check`] walks. They
+/// depend on the buffers alone, so a caller with a deadline builds them
+/// before the placement exists, and what is left after the placement is
+/// one sort, a few linear passes and the sweep.
+pub(crate) struct TimeOrders {
+    starts: Sorted,
+    ends: Sorted,
+}
+
+impl TimeOrders {
+    /// The orders of `buffers`' non-trivial members.
+    pub(crate) fn new(buffers: &[Buffer]) -> Self {
+        let by = |key: fn(&Buffer) -> usize| {
+            sort_pairs(
+                buffers
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, b)| !b.is_trivial())
+                    .map(move |(i, b)| (key(b) as u64, i as u32)),
+            )
+        };
+        TimeOrders {
+            starts: by(|b| b.lower),
+            ends: by(|b| b.upper),
+        }
+    }
+}
+
+/// [`validate_with_ids`] with the time orders already built (from the
+/// same `buffers`). The sweep keeps the live buffers in a [`RankSet`] by
+/// their rank in (offset, index) order: the live set is pairwise disjoint,
+/// so a new buffer can only overlap its neighbours there. Everything the
+/// sweep reads is laid out by rank or in time order beforehand (gathers
+/// whose loads do not wait on each other), so it walks flat arrays.
+pub(crate) fn check(
+    buffers: &[Buffer],
+    orders: &TimeOrders,
+    offsets: &[usize],
+    height: usize,
+    alignment: usize,
+    id: impl Fn(usize) -> usize,
+) -> Result<(), ValidateError> {
     if offsets.len() != buffers.len() {
         return Err(ValidateError::LengthMismatch);
     }
     let align = alignment.max(1);
-    let mut order: Vec<usize> = Vec::with_capacity(buffers.len());
     for (i, (b, &o)) in buffers.iter().zip(offsets).enumerate() {
         if o % align != 0 {
             return Err(ValidateError::Misaligned { index: id(i) });
@@ -123,43 +172,56 @@ pub(crate) fn validate_with_ids(
             Some(top) if b.is_trivial() || top <= height => {}
             _ => return Err(ValidateError::AboveHeight { index: id(i) }),
         }
-        if !b.is_trivial() {
-            order.push(i);
-        }
     }
-    // Buffers by start, and by end time to retire them (radix sorts);
-    // live buffers by (offset, index).
-    let by = |key: fn(&Buffer) -> usize| {
-        let mut v: Vec<(u64, u32)> = order
+    // Ranks in (offset, index) order (the radix sort is stable), each
+    // rank's byte range, and the ranks in start and in end order.
+    let by_offset = sort_pairs(
+        buffers
             .iter()
-            .map(|&i| (key(&buffers[i]) as u64, i as u32))
-            .collect();
-        super::radix::sort_by_key(&mut v);
-        v.into_iter().map(|e| e.1 as usize).collect::<Vec<usize>>()
-    };
-    let ends = by(|b| b.upper);
-    let order = by(|b| b.lower);
-    let mut live: BTreeMap<(usize, usize), usize> = BTreeMap::new();
-    let mut next_end = 0;
-    for &i in &order {
-        let b = buffers[i];
-        while next_end < ends.len() && buffers[ends[next_end]].upper <= b.lower {
-            let j = ends[next_end];
-            live.remove(&(offsets[j], j));
-            next_end += 1;
+            .zip(offsets)
+            .enumerate()
+            .filter(|(_, (b, _))| !b.is_trivial())
+            .map(|(i, (_, &o))| (o as u64, i as u32)),
+    );
+    let mut rank = vec![0u32; buffers.len()];
+    let bytes: Vec<(usize, usize)> = by_offset
+        .iter()
+        .enumerate()
+        .map(|(r, (o, i))| {
+            rank[i as usize] = r as u32;
+            (o as usize, o as usize + buffers[i as usize].size)
+        })
+        .collect();
+    let ranks = |v: &Sorted| -> Vec<u32> { v.payloads().map(|i| rank[i as usize]).collect() };
+    let (start_rank, end_rank) = (ranks(&orders.starts), ranks(&orders.ends));
+    drop(rank);
+    let holder = |r: usize| id(by_offset.get(r).1 as usize);
+    let mut live = RankSet::new(bytes.len());
+    let mut e = 0;
+    for ((t, _), &r) in orders.starts.iter().zip(&start_rank) {
+        while e < end_rank.len() && orders.ends.get(e).0 <= t {
+            live.remove(end_rank[e] as usize);
+            e += 1;
         }
-        let (lo, hi) = (offsets[i], offsets[i] + b.size);
-        if let Some((&(_, j), &top)) = live.range(..(lo, i)).next_back() {
-            if top > lo {
-                return Err(ValidateError::Overlap { a: id(j), b: id(i) });
+        let r = r as usize;
+        let (lo, hi) = bytes[r];
+        if let Some(p) = r.checked_sub(1).and_then(|q| live.at_or_before(q)) {
+            if bytes[p].1 > lo {
+                return Err(ValidateError::Overlap {
+                    a: holder(p),
+                    b: holder(r),
+                });
             }
         }
-        if let Some((&(o, j), _)) = live.range((lo, i)..).next() {
-            if o < hi {
-                return Err(ValidateError::Overlap { a: id(i), b: id(j) });
+        if let Some(s) = live.at_or_after(r + 1) {
+            if bytes[s].0 < hi {
+                return Err(ValidateError::Overlap {
+                    a: holder(r),
+                    b: holder(s),
+                });
             }
         }
-        live.insert((lo, i), hi);
+        live.insert(r);
     }
     Ok(())
 }
@@ -210,5 +272,50 @@ mod tests {
             height: 4,
         };
         assert!(validate_placement(&bufs, &p, 1).is_err());
+    }
+
+    #[test]
+    fn agrees_with_checking_every_pair() {
+        let mut rng = crate::planner::rng::Rng::new(43);
+        let (rounds, n) = if cfg!(miri) { (20, 12) } else { (400, 60) };
+        let (mut bad, mut good) = (0, 0);
+        for _ in 0..rounds {
+            let bufs: Vec<Buffer> = (0..n)
+                .map(|_| {
+                    let l = rng.below(40);
+                    Buffer::new(l, l + rng.below(12), rng.below(9))
+                })
+                .collect();
+            // Offsets from a valid packing (online best fit), some moved.
+            let mut offsets = crate::planner::online::online_best_fit(&bufs, None)
+                .unwrap()
+                .offsets;
+            for _ in 0..rng.below(3) {
+                let k = rng.below(n);
+                offsets[k] = rng.below(64);
+            }
+            let height = bufs
+                .iter()
+                .zip(&offsets)
+                .map(|(b, o)| o + b.size)
+                .max()
+                .unwrap();
+            let p = Placement { offsets, height };
+            let clash = (0..n).any(|a| {
+                (a + 1..n).any(|b| {
+                    let (oa, ob) = (p.offsets[a], p.offsets[b]);
+                    bufs[a].conflicts(&bufs[b]) && oa < ob + bufs[b].size && ob < oa + bufs[a].size
+                })
+            });
+            let got = validate_placement(&bufs, &p, 1);
+            assert_eq!(got.is_err(), clash, "{bufs:?} {p:?} {got:?}");
+            if let Err(ValidateError::Overlap { a, b }) = got {
+                assert!(bufs[a].conflicts(&bufs[b]));
+                bad += 1;
+            } else {
+                good += 1;
+            }
+        }
+        assert!(bad > rounds / 10 && good > rounds / 10, "{bad} {good}");
     }
 }
