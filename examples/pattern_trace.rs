@@ -8,7 +8,8 @@
 //! served runs, and the faults and system calls
 //! of those runs.
 //!
-//! `cargo run -p warmarena --release --example pattern_trace`
+//! `cargo run -p warmarena --release --example pattern_trace [FILE.csv ...]`
+//! (files named replace the bundled instances)
 
 use warmarena::faults::FaultCounter;
 use warmarena::planner::{lower_bound, parse_csv, Buffer};
@@ -50,12 +51,23 @@ fn main() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
     println!("| trace | buffers | interval lower bound | live peak (classes) | planned block | block / lower bound | block / peak | plan ms | hits / misses | faults, syscalls (5 runs) |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
-    for dir in ["minimalloc", "tvm"] {
-        let mut files: Vec<_> = std::fs::read_dir(root.join(dir))
-            .expect("tests/data")
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "csv"))
-            .collect();
+    // Files named on the command line, else the bundled instances.
+    let named: Vec<std::path::PathBuf> = std::env::args().skip(1).map(Into::into).collect();
+    let dirs: &[&str] = if named.is_empty() {
+        &["minimalloc", "tvm"]
+    } else {
+        &["."]
+    };
+    for dir in dirs {
+        let mut files: Vec<_> = if named.is_empty() {
+            std::fs::read_dir(root.join(dir))
+                .expect("tests/data")
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "csv"))
+                .collect()
+        } else {
+            named.clone()
+        };
         files.sort();
         for f in files {
             let text = std::fs::read_to_string(&f).unwrap();
