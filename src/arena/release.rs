@@ -182,16 +182,27 @@ impl ArenaState {
         self.table.push_back(&mut self.cold[c], i);
         if let Place::Segment(_) = b.place {
             // A segment block is page-aligned and page-sized: its pages go
-            // back now; once no block of the segment is live or warm, the
+            // back now. Once no block of the segment is live or warm, the
+            // whole segment's pages go back instead (the alignment gaps
+            // between blocks and the uncarved tail included: a huge page
+            // faulted in by a block materializes its neighbours' bytes too,
+            // and only a release of the whole range returns them), and the
             // segment is reset for any class.
-            if let Some(p) = NonNull::new(b.addr as *mut u8) {
-                // SAFETY: the block is no longer live or retained; its range
-                // is page-aligned inside one live segment mapping.
-                unsafe { os::release_pages(p, b.cap, os) };
-            }
             let seg = &mut self.runs[run as usize];
             seg.active -= 1;
-            if seg.active == 0 {
+            let idle = seg.active == 0;
+            let (addr, len) = if idle {
+                (seg.base, seg.len)
+            } else {
+                (b.addr, b.cap)
+            };
+            if let Some(p) = NonNull::new(addr as *mut u8) {
+                // SAFETY: the block is no longer live or retained, and when
+                // the segment is idle no block of it is; the range is
+                // page-aligned inside one live segment mapping.
+                unsafe { os::release_pages(p, len, os) };
+            }
+            if idle {
                 self.reset_segment(run);
             }
             return b.cap;
