@@ -16,20 +16,17 @@ impl ArenaState {
         let (mut warm, mut cold) = ([0usize; CLASS_COUNT], [0usize; CLASS_COUNT]);
         for (i, b) in self.table.iter().enumerate() {
             let i = i as u32;
-            match b.state {
+            let counts = match b.state {
                 BlockState::Vacant => continue,
-                BlockState::Warm | BlockState::Cold => {
-                    let counts = if b.state == BlockState::Warm {
-                        &mut warm
-                    } else {
-                        &mut cold
-                    };
-                    match counts.get_mut(usize::from(b.class)) {
-                        Some(n) => *n += 1,
-                        None => return Err(format!("block {i}: class {} out of range", b.class)),
-                    }
+                BlockState::Warm => Some(&mut warm),
+                BlockState::Cold => Some(&mut cold),
+                _ => None,
+            };
+            if let Some(counts) = counts {
+                match counts.get_mut(usize::from(b.class)) {
+                    Some(n) => *n += 1,
+                    None => return Err(format!("block {i}: class {} out of range", b.class)),
                 }
-                _ => {}
             }
             // Free heap extents need no entry (and stale ones may remain).
             let indexed = self.by_addr.get(&b.addr) == Some(&i);

@@ -210,7 +210,7 @@ pub(crate) fn elementary_sections(buffers: &[Buffer]) -> (Vec<(u32, u32)>, usize
             s.1 = distinct;
         }
     }
-    let count = if points.len() == 0 {
+    let count = if points.is_empty() {
         0
     } else {
         distinct as usize + 1

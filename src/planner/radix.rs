@@ -20,6 +20,11 @@ impl Sorted {
         self.words.len().max(self.pairs.len())
     }
 
+    /// Whether there are no pairs.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// The `k`-th pair in key order.
     pub(crate) fn get(&self, k: usize) -> (u64, u32) {
         match self.words.get(k) {
