@@ -24,12 +24,20 @@ use crate::sync::rc::{fence, AtomicUsize, Ordering};
 use crate::sync::{SpinGuard, SpinLock};
 use core::ptr::NonNull;
 use core::sync::atomic::Ordering::Relaxed;
+use crossbeam_utils::CachePadded;
 
 /// The shared body of an arena. Aligned to 128 bytes: the owner table tags
 /// its pointer's low bits with a small class (`owners.rs`).
-#[repr(align(128))]
+///
+/// Laid out by how often each part is written, so that a thread-cache hit
+/// (which reads only the first part) misses no line another thread keeps
+/// writing: the first 128 bytes (a line and the neighbour the hardware
+/// prefetches with it) hold what every operation reads and almost nothing
+/// writes; the handle count, the lock with the state and the mirrors its
+/// holder writes at every unlock, and pattern mode's cursor each start on
+/// lines of their own.
+#[repr(C, align(128))]
 pub(crate) struct ArenaCore {
-    pub(crate) kind: ArenaKind,
     /// This body's number, unique in the process: thread caches tell a new
     /// body at a reused address from the one they cached for.
     pub(crate) id: u64,
@@ -38,23 +46,35 @@ pub(crate) struct ArenaCore {
     /// Written only under the lock; read with one relaxed load per cached
     /// operation.
     pub(crate) epoch: core::sync::atomic::AtomicU64,
-    handles: AtomicUsize,
-    state: SpinLock<ArenaState>,
-    /// Live bytes less the bytes thread caches last published, stored at
-    /// every unlock: a cache hit reads it to keep `peak_live_bytes` exact
-    /// on one thread without the lock.
-    pub(crate) live_mirror: core::sync::atomic::AtomicUsize,
-    /// The arena's free count, stored at every unlock: a free into a
-    /// thread cache stamps its place in free order with it.
-    pub(crate) clock_mirror: core::sync::atomic::AtomicU64,
-    pub(crate) os: OsCounters,
+    pub(crate) kind: ArenaKind,
     /// Pattern mode is on (fixed at creation): allocate and free go
     /// through `pattern::seam` first.
     pub(crate) pattern_on: bool,
-    /// Pattern mode's lock-free cursor (`pattern::fast`): unused when
-    /// pattern mode is off.
-    pub(crate) pattern_fast: super::pattern::Fast,
+    /// Written by every handle clone and drop.
+    handles: CachePadded<AtomicUsize>,
+    state: CachePadded<SpinLock<ArenaState>>,
+    /// Live bytes less the bytes thread caches last published, stored at
+    /// every unlock (beside the state the holder just wrote): a thread's
+    /// cache reads it when it becomes the thread's current one, and from
+    /// then on sees this thread's own unlocks (`tcache::note_unlock`).
+    pub(crate) live_mirror: core::sync::atomic::AtomicUsize,
+    /// The arena's free count, stored at every unlock, read like
+    /// `live_mirror`: a free into a thread cache stamps its place in free
+    /// order with it.
+    pub(crate) clock_mirror: core::sync::atomic::AtomicU64,
+    pub(crate) os: OsCounters,
+    /// Pattern mode's lock-free cursor (`pattern::fast`), written by its
+    /// owner at every planned operation: unused when pattern mode is off.
+    pub(crate) pattern_fast: CachePadded<super::pattern::Fast>,
 }
+
+/// Where the body's private parts that other threads write begin (for the
+/// layout test in `arena::tests`).
+#[cfg(test)]
+pub(crate) const PRIVATE_WRITTEN: [(&str, usize); 2] = [
+    ("handles", core::mem::offset_of!(ArenaCore, handles)),
+    ("state", core::mem::offset_of!(ArenaCore, state)),
+];
 
 impl ArenaCore {
     #[inline]
@@ -543,10 +563,10 @@ impl Drop for StateGuard<'_> {
         let st: &ArenaState = &self.g;
         // Modular: published bytes a cache's thread took out since and
         // freed elsewhere may exceed the live bytes for a while.
-        self.core
-            .live_mirror
-            .store(st.stats.live_bytes.wrapping_sub(st.cached_bytes), Relaxed);
+        let live = st.stats.live_bytes.wrapping_sub(st.cached_bytes);
+        self.core.live_mirror.store(live, Relaxed);
         self.core.clock_mirror.store(st.clock, Relaxed);
+        tcache::note_unlock(self.core, live, st.clock);
     }
 }
 
@@ -605,13 +625,13 @@ impl CoreHandle {
                             pattern_on,
                         ),
                 ),
-                handles: AtomicUsize::new(1),
+                handles: CachePadded::new(AtomicUsize::new(1)),
                 live_mirror: core::sync::atomic::AtomicUsize::new(0),
                 clock_mirror: core::sync::atomic::AtomicU64::new(0),
-                state: SpinLock::new(ArenaState::new(config)),
+                state: CachePadded::new(SpinLock::new(ArenaState::new(config))),
                 os: OsCounters::new(),
                 pattern_on,
-                pattern_fast: Default::default(),
+                pattern_fast: CachePadded::new(Default::default()),
             })
         };
         let raw = Box::into_raw(body);

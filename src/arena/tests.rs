@@ -360,3 +360,33 @@ fn a_learned_pattern_leaves_no_page_of_its_learning_segments_resident() {
         .sum();
     assert_eq!(resident, 0, "bytes of idle segments still resident");
 }
+
+#[test]
+fn what_a_cache_hit_reads_shares_no_line_with_what_others_write() {
+    use super::shared::ArenaCore;
+    use core::mem::{align_of, offset_of};
+    // The hit reads `id`, `epoch`, `kind` and `pattern_on`: all in the
+    // first 128 bytes (a line and its prefetched neighbour)...
+    for (name, at) in [
+        ("id", offset_of!(ArenaCore, id)),
+        ("epoch", offset_of!(ArenaCore, epoch)),
+        ("kind", offset_of!(ArenaCore, kind)),
+        ("pattern_on", offset_of!(ArenaCore, pattern_on)),
+    ] {
+        assert!(at < 128, "{name} at {at}");
+    }
+    // ...and what lock holders, handle clones and the pattern cursor write
+    // starts after them.
+    for (name, at) in [
+        ("live_mirror", offset_of!(ArenaCore, live_mirror)),
+        ("clock_mirror", offset_of!(ArenaCore, clock_mirror)),
+        ("os", offset_of!(ArenaCore, os)),
+        ("pattern_fast", offset_of!(ArenaCore, pattern_fast)),
+    ]
+    .into_iter()
+    .chain(super::shared::PRIVATE_WRITTEN)
+    {
+        assert!(at >= 128, "{name} at {at}");
+    }
+    assert_eq!(align_of::<ArenaCore>(), 128);
+}

@@ -123,8 +123,30 @@ struct Own {
     bins: [Bin; SMALL_CLASSES],
 }
 
-/// One thread's cache for one arena.
-#[repr(C)]
+/// The arena's mirrors (`ArenaCore::live_mirror`, `clock_mirror`) as this
+/// cache's thread last saw them: read when the cache becomes the thread's
+/// current one and stored at each of the thread's unlocks of the arena
+/// while it is ([`note_unlock`]). On one thread that is every change, so a
+/// hit reads its own line instead of one the lock holder writes at every
+/// unlock. Atomics written by the cache's thread only (plain moves): they
+/// are written while `Own` may be borrowed.
+#[derive(Debug, Default)]
+struct View {
+    live: AtomicUsize,
+    clock: AtomicU64,
+}
+
+impl View {
+    fn refresh(&self, core: &ArenaCore) {
+        self.live.store(core.live_mirror.load(Relaxed), Relaxed);
+        self.clock.store(core.clock_mirror.load(Relaxed), Relaxed);
+    }
+}
+
+/// One thread's cache for one arena. Aligned to 128 bytes: the lines its
+/// thread writes at every hit (`counters`, `view`, the bins) are shared
+/// with no other allocation, so with no other thread's cache.
+#[repr(C, align(128))]
 pub(crate) struct Cache {
     /// The arena body's original pointer (from `ArenaState::owner`).
     core: *const ArenaCore,
@@ -132,6 +154,7 @@ pub(crate) struct Cache {
     id: u64,
     pub(crate) link: Link,
     pub(crate) counters: Counters,
+    view: View,
     own: UnsafeCell<Own>,
 }
 
@@ -156,6 +179,7 @@ impl Cache {
             id: core.id,
             link: Link::new(),
             counters: Counters::default(),
+            view: View::default(),
             own: UnsafeCell::new(Own {
                 seen: u64::MAX,
                 off_seen: u64::MAX,
@@ -254,6 +278,26 @@ fn fast_cache(core: &ArenaCore) -> Option<&Cache> {
     (core::ptr::eq(c.core, core) && core.epoch.load(Relaxed) == seen).then_some(c)
 }
 
+/// The arena's lock holder on this thread is letting go with `live` and
+/// `clock` as the mirrors' new values: this thread's current cache, if it
+/// is `core`'s, takes them into its [`View`].
+#[inline(always)]
+pub(crate) fn note_unlock(core: &ArenaCore, live: usize, clock: u64) {
+    if cfg!(loom) {
+        return;
+    }
+    let Ok(p) = LAST.try_with(Cell::get) else {
+        return;
+    };
+    // SAFETY: LAST is null or a cache this thread owns and has not freed.
+    if let Some(c) = unsafe { p.as_ref() } {
+        if core::ptr::eq(c.core, core) {
+            c.view.live.store(live, Relaxed);
+            c.view.clock.store(clock, Relaxed);
+        }
+    }
+}
+
 /// A buffer of small class `c` (aligned for `align`) from this thread's
 /// cache: its address, block and capacity (a larger class's when this
 /// cache's best fit is larger), or address 0 when the shared path must
@@ -266,7 +310,7 @@ pub(crate) fn allocate_parts(core: &ArenaCore, c: Class) -> (usize, u32, usize) 
         // SAFETY: this thread's cache; the borrow ends within this block.
         let o = unsafe { cache.own() };
         if let Some(s) = o.bins.get_mut(c).and_then(Bin::pop) {
-            let g = take(core, cache, o, s, c);
+            let g = take(cache, o, s, c);
             return (g.ptr.as_ptr() as usize, g.block, g.cap);
         }
     }
@@ -285,12 +329,12 @@ pub(crate) fn allocate_hit(core: &ArenaCore, c: Class) -> Option<NonNull<u8>> {
     // SAFETY: this thread's cache; the borrow ends within this function.
     let o = unsafe { cache.own() };
     let s = o.bins.get_mut(c).and_then(Bin::pop)?;
-    Some(take(core, cache, o, s, c).ptr)
+    Some(take(cache, o, s, c).ptr)
 }
 
 /// A hit: the counters move the buffer from held to live.
 #[inline(always)]
-fn take(core: &ArenaCore, cache: &Cache, o: &mut Own, s: Slot, c: Class) -> Grant {
+fn take(cache: &Cache, o: &mut Own, s: Slot, c: Class) -> Grant {
     let (cap, one) = match o.bins.get_mut(c) {
         Some(bin) => {
             bin.note_handed_out();
@@ -302,8 +346,9 @@ fn take(core: &ArenaCore, cache: &Cache, o: &mut Own, s: Slot, c: Class) -> Gran
     cache.store_counters(o);
     // Live bytes now: the arena's (less what caches published) less what
     // this cache holds beyond what it published. Exact on one thread.
-    let live = core
-        .live_mirror
+    let live = cache
+        .view
+        .live
         .load(Relaxed)
         .wrapping_add(o.published)
         .wrapping_sub(Held(o.held).bytes());
@@ -334,7 +379,7 @@ pub(crate) fn free_hit(core: &ArenaCore, c: Class, addr: usize, block: u32) -> b
     if let Some(cache) = fast_cache(core) {
         // SAFETY: this thread's cache; the borrow ends within this block.
         let o = unsafe { cache.own() };
-        let stamp = stamp(core, &mut o.seq);
+        let stamp = stamp(cache, &mut o.seq);
         let Some(bin) = o.bins.get_mut(c) else {
             return false;
         };
@@ -355,14 +400,16 @@ pub(crate) fn free_hit(core: &ArenaCore, c: Class, addr: usize, block: u32) -> b
 }
 
 /// A free's place in the arena's free order: the free count the arena
-/// had at its last unlock, then this cache's own sequence (exact on one
-/// thread: its last unlock was this thread's).
+/// had at this thread's last unlock of it (the cache's [`View`]), then
+/// this cache's own sequence. Exact on one thread, where every unlock is
+/// this thread's; with several, a cached free orders after every free its
+/// thread has seen.
 #[inline(always)]
-fn stamp(core: &ArenaCore, seq: &mut u64) -> u64 {
+fn stamp(cache: &Cache, seq: &mut u64) -> u64 {
     // Wraps after 2^24 cached frees between two arena frees: order among
     // those is then approximate, nothing else.
     *seq = (*seq + 1) & ((1 << STAMP_SEQ_BITS) - 1);
-    (core.clock_mirror.load(Relaxed) << STAMP_SEQ_BITS) | *seq
+    (cache.view.clock.load(Relaxed) << STAMP_SEQ_BITS) | *seq
 }
 
 #[inline(always)]
@@ -380,6 +427,18 @@ fn put(cache: &Cache, o: &mut Own, c: Class) {
 fn ready_cache(core: &ArenaCore) -> Option<&Cache> {
     if cfg!(loom) {
         return None;
+    }
+    // The thread's current cache, ready under the arena's epoch, and no
+    // arena orphaned since this thread last looked: nothing to find,
+    // flush or reclaim (a refill or flush of the current cache, the common
+    // slow path, starts here).
+    if let Some(c) = fast_cache(core) {
+        if FRONT
+            .try_with(|f| RECLAIM.load(Relaxed) == f.reclaim_seen.get())
+            .unwrap_or(false)
+        {
+            return Some(c);
+        }
     }
     // The arena whose caching this thread last found off (and whose cache
     // it emptied then): while its epoch stays, no lookup, no lock.
@@ -416,6 +475,9 @@ fn ready_cache(core: &ArenaCore) -> Option<&Cache> {
         }
         o.seen = due.seen;
     }
+    // The cache becomes the thread's current one: from here on it sees
+    // this thread's unlocks (`note_unlock`); what happened before, it reads.
+    cache.view.refresh(core);
     let _ = LAST.try_with(|l| l.set(p));
     Some(cache)
 }
@@ -456,7 +518,7 @@ fn allocate_slow(core: &ArenaCore, c: Class) -> Option<Grant> {
     // SAFETY: this thread's cache; no other borrow of `own` is alive.
     let o = unsafe { cache.own() };
     if let Some(s) = o.bins[c].pop() {
-        return Some(take(core, cache, o, s, c));
+        return Some(take(cache, o, s, c));
     }
     let mut st = core.lock();
     publish(&mut st, o);
@@ -501,7 +563,7 @@ fn allocate_slow(core: &ArenaCore, c: Class) -> Option<Grant> {
         o.bins[c].note_handed_out();
         return None;
     };
-    Some(take(core, cache, o, s, c))
+    Some(take(cache, o, s, c))
 }
 
 /// [`free`] past the hit: the cache made ready (or refused), a full bin
@@ -520,7 +582,7 @@ pub(crate) fn free_slow(core: &ArenaCore, c: Class, addr: usize, block: u32) -> 
     let slot = Slot {
         addr,
         block,
-        stamp: stamp(core, &mut o.seq),
+        stamp: stamp(cache, &mut o.seq),
     };
     if !o.bins[c].push(slot) {
         let mut st = core.lock();

@@ -32,6 +32,32 @@ fn warm_small_pairs_hit_the_cache_and_count_exactly() {
 }
 
 #[test]
+fn the_peak_stays_exact_when_locked_operations_come_between_cached_ones() {
+    // A cache reads the arena's live bytes from its own view, which this
+    // thread's unlocks keep current while the cache is the thread's
+    // current one, and which is read afresh when it becomes current again.
+    let (a, b) = (arena(), arena());
+    drop(a.allocate(100, 8).unwrap());
+    drop(b.allocate(100, 8).unwrap());
+    drop(a.allocate(100, 8).unwrap()); // a's cache is current
+                                       // A locked allocation on a while a's cache is current, then a hit.
+    let big = a.allocate(1 << 20, 64).unwrap();
+    let small = a.allocate(100, 8).unwrap();
+    assert!(small.served_warm());
+    assert_eq!(a.stats().peak_live_bytes, big.capacity() + 112);
+    drop((big, small));
+    // A locked allocation on a while b's cache is current, then a hit on a.
+    drop(b.allocate(100, 8).unwrap());
+    let big = a.allocate(2 << 20, 64).unwrap();
+    let small = a.allocate(100, 8).unwrap();
+    assert!(small.served_warm());
+    assert_eq!(a.stats().peak_live_bytes, big.capacity() + 112);
+    drop((big, small));
+    assert_eq!(a.check_invariants(), Ok(()));
+    assert_eq!(b.check_invariants(), Ok(()));
+}
+
+#[test]
 fn buffers_freed_on_another_thread_come_back_and_count() {
     let a = arena();
     // Fewer under Miri (minutes per hundred buffers there).
