@@ -50,6 +50,37 @@ impl ArenaState {
         Some(self.take_tail(class, size, os))
     }
 
+    /// Moves up to `n` of class `c`'s retained buffers, newest first, to a
+    /// thread cache's refill: each goes to `put` with its address, block
+    /// and free stamp (it keeps its place in free order should it go back
+    /// unused). Returns how many. Small classes only (no tail to
+    /// materialize: a small block's tail never starts a page a larger
+    /// request of its class would touch). They become live to the arena
+    /// and held by the cache at once (`cached_bytes`): the live bytes less
+    /// the held ones do not move, so neither can the peak, and none is
+    /// checked.
+    pub(crate) fn take_for_cache(
+        &mut self,
+        c: Class,
+        n: usize,
+        mut put: impl FnMut(usize, u32, u64),
+    ) -> usize {
+        debug_assert!(capacity(c) < CARVE_LIMIT);
+        let mut k = 0;
+        while k < n && self.warm.has(c) {
+            let i = self.warm.pop_newest(&mut self.table, c);
+            let b = self.table.at(i);
+            b.state = BlockState::Live;
+            put(b.addr, i, b.freed_at);
+            k += 1;
+        }
+        let bytes = k * capacity(c);
+        self.cached_bytes += bytes;
+        self.stats.live_bytes += bytes;
+        self.stats.live_buffers += k;
+        k
+    }
+
     /// Hands out the most recently freed buffer of class `k` (non-empty).
     #[inline(always)]
     fn take_tail(&mut self, k: Class, size: usize, os: &OsCounters) -> Grant {

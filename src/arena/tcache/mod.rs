@@ -522,35 +522,19 @@ fn allocate_slow(core: &ArenaCore, c: Class) -> Option<Grant> {
     }
     let mut st = core.lock();
     publish(&mut st, o);
-    // Refill with the class's own retained buffers, newest first.
+    // Refill with the class's own retained buffers, newest first: held by
+    // the cache as they become live to the arena (one store of the
+    // counters for the batch, before the lock is let go).
     let cap = capacity(c);
     let batch = o.bins[c].batch();
-    let mut got = 0;
-    while got < batch && st.warm.has(c) {
-        // Counted as held before the arena counts it as live, so the
-        // arena's peak check (`note_peak`) never sees it as live.
-        st.cached_bytes += cap;
-        o.held += Held::one(cap);
-        cache.store_counters(o);
-        // Size 0: nothing to materialize (a small block's tail never
-        // starts a page a larger request of its class would touch).
-        let Some(g) = st.take_exact(c, 0, MIN_CAPACITY, &core.os) else {
-            st.cached_bytes -= cap;
-            o.held -= Held::one(cap);
-            cache.store_counters(o);
-            break;
-        };
-        o.published += cap;
-        got += 1;
-        // It keeps its place in free order should it go back unused.
-        let stamp = st.table.get(g.block).map_or(0, |b| b.freed_at);
-        let pushed = o.bins[c].push(Slot {
-            addr: g.ptr.as_ptr() as usize,
-            block: g.block,
-            stamp,
-        });
+    let bin = &mut o.bins[c];
+    let got = st.take_for_cache(c, batch, |addr, block, stamp| {
+        let pushed = bin.push(Slot { addr, block, stamp });
         debug_assert!(pushed, "an empty bin holds a batch");
-    }
+    });
+    o.held += Held::one(cap) * got as u64;
+    o.published += got * cap;
+    cache.store_counters(o);
     // The refill is in free order oldest-first on the arena side; the bin
     // hands out its top (the last taken), which is fine: all are retained.
     drop(st);
