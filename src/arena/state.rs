@@ -252,20 +252,21 @@ impl ArenaState {
         }
     }
 
-    /// Live bytes less every thread cache's held bytes (their current
-    /// counters), as the peak if higher.
+    /// Live bytes less what thread caches hold, as the peak if higher:
+    /// this thread's own cache by its current counters, every other cache
+    /// by the bytes it last published (`cached_bytes`). Exact on one
+    /// thread; no pass over other threads' caches (whose lines their
+    /// threads keep writing) while the lock is held.
     #[cold]
     #[inline(never)]
     fn note_peak(&mut self) {
-        let mut live = self.stats.live_bytes;
-        for c in self.caches.iter() {
-            // SAFETY: registered caches stay allocated while registered
-            // (see `tcache::ArenaState::sweep_caches`).
-            let held = unsafe { c.as_ref() }.counters.held().bytes();
-            live = live.saturating_sub(held);
-        }
-        if live > self.stats.peak_live_bytes {
-            self.stats.peak_live_bytes = live;
+        let (published, held) = super::tcache::own_unpublished(self.owner.0.cast_const().cast());
+        let live = (self.stats.live_bytes as isize)
+            .wrapping_sub(self.cached_bytes as isize)
+            .wrapping_add(published as isize)
+            .wrapping_sub(held as isize);
+        if live > 0 && live as usize > self.stats.peak_live_bytes {
+            self.stats.peak_live_bytes = live as usize;
         }
     }
 

@@ -70,6 +70,11 @@ static RECLAIM: AtomicU64 = AtomicU64::new(0);
 pub(crate) struct Counters {
     /// Held bytes and buffers, packed as [`Held`] (one store per hit).
     pub held: AtomicU64,
+    /// The held bytes last added to the arena's `cached_bytes` (`Own::
+    /// published`), stored before the thread lets go of the lock after
+    /// changing it: the arena's peak check reads it for the thread's own
+    /// cache ([`own_unpublished`]).
+    pub published: AtomicUsize,
     pub frees: AtomicU64,
     pub peak: AtomicUsize,
 }
@@ -205,6 +210,13 @@ impl Cache {
     #[inline(always)]
     fn store_counters(&self, o: &Own) {
         self.counters.held.store(o.held, Relaxed);
+    }
+
+    /// [`Cache::store_counters`] and the published bytes, after a slow
+    /// path changed both under the lock (before it lets go).
+    fn store_all(&self, o: &Own) {
+        self.store_counters(o);
+        self.counters.published.store(o.published, Relaxed);
     }
 
     /// Frees a cache whose thread and arena have both let go.
@@ -465,7 +477,7 @@ fn ready_cache(core: &ArenaCore) -> Option<&Cache> {
         let due = epoch::due(o.seen, core.epoch.load(Relaxed), st.trim_epoch);
         publish(&mut st, o);
         flush(&mut st, core, o, usize::MAX, due.release);
-        cache.store_counters(o);
+        cache.store_all(o);
         if !due.caching {
             // Caching is off: serve directly (the flush above emptied the
             // cache; the buffer the caller holds keeps the arena alive).
@@ -534,7 +546,7 @@ fn allocate_slow(core: &ArenaCore, c: Class) -> Option<Grant> {
     });
     o.held += Held::one(cap) * got as u64;
     o.published += got * cap;
-    cache.store_counters(o);
+    cache.store_all(o);
     // The refill is in free order oldest-first on the arena side; the bin
     // hands out its top (the last taken), which is fine: all are retained.
     drop(st);
@@ -573,6 +585,7 @@ pub(crate) fn free_slow(core: &ArenaCore, c: Class, addr: usize, block: u32) -> 
         publish(&mut st, o);
         let n = o.bins[c].batch();
         give_back(&mut st, core, o, c, n, false);
+        cache.store_all(o);
         drop(st);
         let pushed = o.bins[c].push(slot);
         debug_assert!(pushed, "a flushed bin has room");
@@ -734,7 +747,44 @@ pub(crate) fn flush_own(st: &mut ArenaState, core: &ArenaCore) {
     let o = unsafe { cache.own() };
     publish(st, o);
     flush(st, core, o, usize::MAX, false);
-    cache.store_counters(o);
+    cache.store_all(o);
+}
+
+/// This thread's cache for the arena whose body is `core`: the bytes it
+/// last published into the arena's `cached_bytes` and the bytes it holds
+/// now; `(0, 0)` when it has none. For the arena's peak check, under the
+/// arena's lock: on one thread this is every cache, so the peak stays
+/// exact without a pass over other threads' caches.
+pub(crate) fn own_unpublished(core: *const ArenaCore) -> (usize, usize) {
+    if cfg!(loom) {
+        return (0, 0);
+    }
+    // SAFETY: the caller holds the body's lock, so the body is alive.
+    let id = unsafe { (*core).id };
+    let mine = |p: *mut Cache| {
+        // SAFETY: LAST and the slots hold null or caches this thread owns
+        // and has not freed.
+        unsafe { p.as_ref() }.filter(|c| core::ptr::eq(c.core, core) && c.id == id)
+    };
+    let found = match LAST.try_with(Cell::get).ok().and_then(mine) {
+        Some(c) => Some(c),
+        None => {
+            // The first touch of the thread-local may register its
+            // destructor, which may allocate: never through this arena,
+            // whose lock is held.
+            let _m = metadata::enter();
+            FRONT
+                .try_with(|f| f.slots.iter().map(Cell::get).find_map(mine))
+                .ok()
+                .flatten()
+        }
+    };
+    found.map_or((0, 0), |c| {
+        (
+            c.counters.published.load(Relaxed),
+            c.counters.held().bytes(),
+        )
+    })
 }
 
 /// The sum of the registered caches' counters (under the arena lock).

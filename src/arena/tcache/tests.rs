@@ -58,6 +58,27 @@ fn the_peak_stays_exact_when_locked_operations_come_between_cached_ones() {
 }
 
 #[test]
+fn a_locked_peak_counts_what_the_own_cache_handed_out_since_it_published() {
+    // The arena's peak check takes this thread's cache by its current
+    // counters: buffers it handed out after its last publication are live.
+    let a = arena();
+    let smalls: Vec<_> = (0..4).map(|_| a.allocate(100, 8).unwrap()).collect();
+    let cap = smalls[0].capacity();
+    drop(smalls); // into the cache
+                  // A miss of another class takes the lock: the cache publishes its 4.
+    let other = a.allocate(200, 8).unwrap();
+    // Handed out again without the lock: the arena still counts them cached.
+    let smalls: Vec<_> = (0..4).map(|_| a.allocate(100, 8).unwrap()).collect();
+    assert!(smalls.iter().all(|s| s.served_warm()));
+    let big = a.allocate(1 << 20, 64).unwrap();
+    let live = 4 * cap + other.capacity() + big.capacity();
+    assert_eq!(a.stats().peak_live_bytes, live);
+    assert_eq!(a.stats().live_bytes, live);
+    drop((smalls, other, big));
+    assert_eq!(a.check_invariants(), Ok(()));
+}
+
+#[test]
 fn buffers_freed_on_another_thread_come_back_and_count() {
     let a = arena();
     // Fewer under Miri (minutes per hundred buffers there).
