@@ -11,11 +11,17 @@
 //! threads relative to one is n × (one-thread time / n-thread time), bounded
 //! by the free cores. The size mix: 90 in 100 operations draw from 64 B to 1 KiB,
 //! 9 from 1 KiB to 64 KiB, 1 from 64 KiB to 1 MiB.
+//!
+//! Group `beside_lock`: one thread's 256 B allocate+free pairs while a
+//! second thread does 1 MiB pairs on the same allocator (on the arena those
+//! take its lock), per small pair. A cached hit that read a line the lock
+//! holder writes would pay a miss per pair here and not when alone.
 
 use allocator_api2::alloc::{Allocator, Global, Layout};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::hint::black_box;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 use warmarena::ExecutionArena;
@@ -140,5 +146,53 @@ fn threads(c: &mut Criterion) {
     assert_eq!(s.live_buffers, 0, "every buffer was returned");
 }
 
-criterion_group!(benches, threads);
+/// `iters` small pairs on this thread through `a`, with a second thread
+/// doing 1 MiB pairs through `a` until they are done (none when `alone`).
+fn small_beside_large<A: Allocator + Sync>(a: &A, iters: u64, alone: bool) -> Duration {
+    let small = Layout::from_size_align(256, 64).unwrap();
+    let large = Layout::from_size_align(1 << 20, 64).unwrap();
+    let pair = |l: Layout| {
+        let p = a.allocate(l).unwrap().cast::<u8>();
+        // SAFETY: `p` was just allocated by `a` with layout `l`.
+        unsafe { a.deallocate(black_box(p), l) };
+    };
+    pair(small);
+    pair(large);
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        if !alone {
+            s.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    pair(large);
+                }
+            });
+        }
+        let t0 = Instant::now();
+        for _ in 0..iters {
+            pair(small);
+        }
+        let dt = t0.elapsed();
+        stop.store(true, Ordering::Relaxed);
+        dt
+    })
+}
+
+fn beside_lock(c: &mut Criterion) {
+    let arena = ExecutionArena::new();
+    let mut g = c.benchmark_group("beside_lock");
+    g.throughput(Throughput::Elements(1));
+    for alone in [true, false] {
+        let name = if alone { "alone" } else { "beside" };
+        g.bench_function(BenchmarkId::new("warmarena", name), |b| {
+            b.iter_custom(|iters| small_beside_large(&arena, iters, alone))
+        });
+        g.bench_function(BenchmarkId::new("mimalloc", name), |b| {
+            b.iter_custom(|iters| small_beside_large(&Mi, iters, alone))
+        });
+    }
+    g.finish();
+    assert_eq!(arena.stats().live_buffers, 0, "every buffer was returned");
+}
+
+criterion_group!(benches, threads, beside_lock);
 criterion_main!(benches);
