@@ -246,7 +246,7 @@ impl ArenaState {
         self.stats.live_bytes += cap;
         self.stats.live_buffers += 1;
         // Buffers in thread caches count as live to the arena, not to its
-        // peak: the sum over caches is taken only when a peak is possible.
+        // peak: what caches hold is taken off only when a peak is possible.
         if self.stats.live_bytes > self.stats.peak_live_bytes {
             self.note_peak();
         }
