@@ -53,31 +53,22 @@ fn step(pool: &rayon::ThreadPool, input: &[f32]) -> Vec<f64> {
     })
 }
 
-fn pool_in(arena: Option<&ExecutionArena>) -> rayon::ThreadPool {
-    let mut b = rayon::ThreadPoolBuilder::new().num_threads(2);
-    if let Some(arena) = arena {
-        let a = arena.clone();
-        b = b.start_handler(move |_| {
-            assert!(global::enter_for_thread(&a));
-            // A worker's stack grows as deep as rayon's joins nest in a run:
-            // touch it once so later, deeper runs fault nothing there either.
-            warmarena::faults::pre_touch_stack();
-        });
-    }
-    b.build().unwrap()
-}
-
-/// A two-thread pool scoped to `arena` whose threads can be joined: a
+/// A two-thread pool scoped to `arena`, and its threads' handles: a
 /// dropped rayon pool does not wait for its workers, and their teardown
 /// (thread-local destructors, crossbeam's epoch garbage) frees and
 /// allocates in the arena. Once they are joined, nothing but the calling
 /// thread touches the arena, so its counts are exact.
-fn joinable_pool(arena: &ExecutionArena) -> (rayon::ThreadPool, Vec<JoinHandle<()>>) {
+fn pool_in(arena: &ExecutionArena) -> (rayon::ThreadPool, Vec<JoinHandle<()>>) {
     let mut workers = Vec::new();
     let a = arena.clone();
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(2)
-        .start_handler(move |_| assert!(global::enter_for_thread(&a)))
+        .start_handler(move |_| {
+            assert!(global::enter_for_thread(&a));
+            // A worker's stack grows as deep as rayon's joins nest in a run:
+            // touch it once so later, deeper runs fault nothing there either.
+            warmarena::faults::pre_touch_stack();
+        })
         .spawn_handler(|worker| {
             workers.push(std::thread::Builder::new().spawn(|| worker.run())?);
             Ok(())
@@ -99,17 +90,18 @@ fn warm_pool_runs_take_no_fault_and_no_system_allocation() {
         .collect();
 
     let arena = ExecutionArena::new();
-    let pool = pool_in(Some(&arena));
+    let (pool, _workers) = pool_in(&arena);
     let _main = global::enter(&arena);
     let first = step(&pool, &input);
     assert_eq!(first, reference, "same results as unscoped");
     drop(first); // else the first warm run's results need a buffer of their own
     drop(step(&pool, &input)); // a second warm-up run (see below)
-                               // Which worker runs which task changes from run to run, so one run may
-                               // not have had both workers inside the same size class at once; a warm
-                               // run that does would take a buffer the arena never held (a cold
-                               // allocation: pages to fault, metadata to grow). Warm-up therefore is
-                               // two runs plus one task on every worker at the same moment.
+
+    // Which worker runs which task changes from run to run, so one run may
+    // not have had both workers inside the same size class at once; a warm
+    // run that does would take a buffer the arena never held (a cold
+    // allocation: pages to fault, metadata to grow). Warm-up therefore is
+    // two runs plus one task on every worker at the same moment.
     let all_at_once = std::sync::Barrier::new(2);
     pool.broadcast(|ctx| {
         all_at_once.wait();
@@ -213,7 +205,7 @@ fn default_changes_while_threads_allocate() {
 fn memory_crosses_between_a_scoped_main_thread_and_pool_workers() {
     let main_arena = ExecutionArena::new();
     let pool_arena = ExecutionArena::new();
-    let (pool, workers) = joinable_pool(&pool_arena);
+    let (pool, workers) = pool_in(&pool_arena);
     // Main allocates in its scope, a worker frees.
     let from_main = global::scope(&main_arena, || vec![3u32; 50_000]);
     assert_eq!(main_arena.stats().live_buffers, 1);
@@ -271,7 +263,7 @@ fn pool_threads_exit_with_live_memory_and_outlive_the_owner() {
     // once they are joined the count is exact.
     let arena = ExecutionArena::new();
     let probe = arena.clone();
-    let (pool, workers) = joinable_pool(&arena);
+    let (pool, workers) = pool_in(&arena);
     drop(arena);
     let (tx, rx) = mpsc::channel();
     pool.broadcast(|ctx| tx.send(vec![ctx.index() as u8; 200_000]).unwrap());

@@ -40,7 +40,8 @@ fn the_peak_stays_exact_when_locked_operations_come_between_cached_ones() {
     drop(a.allocate(100, 8).unwrap());
     drop(b.allocate(100, 8).unwrap());
     drop(a.allocate(100, 8).unwrap()); // a's cache is current
-                                       // A locked allocation on a while a's cache is current, then a hit.
+
+    // A locked allocation on a while a's cache is current, then a hit.
     let big = a.allocate(1 << 20, 64).unwrap();
     let small = a.allocate(100, 8).unwrap();
     assert!(small.served_warm());
@@ -65,7 +66,8 @@ fn a_locked_peak_counts_what_the_own_cache_handed_out_since_it_published() {
     let smalls: Vec<_> = (0..4).map(|_| a.allocate(100, 8).unwrap()).collect();
     let cap = smalls[0].capacity();
     drop(smalls); // into the cache
-                  // A miss of another class takes the lock: the cache publishes its 4.
+
+    // A miss of another class takes the lock: the cache publishes its 4.
     let other = a.allocate(200, 8).unwrap();
     // Handed out again without the lock: the arena still counts them cached.
     let smalls: Vec<_> = (0..4).map(|_| a.allocate(100, 8).unwrap()).collect();
