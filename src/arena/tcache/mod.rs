@@ -622,7 +622,7 @@ fn find_or_make(f: &Front, core: &ArenaCore) -> Option<*mut Cache> {
             free_slot.get_or_insert(k);
             continue;
         }
-        if core::ptr::eq(c.core, core) && c.id == core.id {
+        if is_for(c, core, core.id) {
             return Some(p);
         }
     }
@@ -724,21 +724,36 @@ pub(crate) fn note_orphaned() {
     RECLAIM.fetch_add(1, Relaxed);
 }
 
+/// Whether `c` is the cache for the arena body `core` with id `id` (not
+/// one for an earlier body at the same address).
+fn is_for(c: &Cache, core: *const ArenaCore, id: u64) -> bool {
+    core::ptr::eq(c.core, core) && c.id == id
+}
+
+/// This thread's cache for the arena body `core` (id `id`) from its slots,
+/// if it has one. Called with that arena's lock held.
+fn slotted(core: *const ArenaCore, id: u64) -> Option<*mut Cache> {
+    // The first touch of the thread-local may register its destructor,
+    // which may allocate: never through this arena, whose lock is held.
+    let _m = metadata::enter();
+    FRONT
+        .try_with(|f| {
+            f.slots.iter().map(Cell::get).find(|&p| {
+                // SAFETY: slots hold caches this thread owns.
+                unsafe { p.as_ref() }.is_some_and(|c| is_for(c, core, id))
+            })
+        })
+        .ok()
+        .flatten()
+}
+
 /// Gives back this thread's cache for `core` now (for `trim`, `reset_peak`
 /// and the last handle's drop), under the lock the caller holds.
 pub(crate) fn flush_own(st: &mut ArenaState, core: &ArenaCore) {
     if cfg!(loom) {
         return;
     }
-    // The first touch of the thread-local may register its destructor,
-    // which may allocate: never through this arena, whose lock is held.
-    let _m = metadata::enter();
-    let Ok(Some(p)) = FRONT.try_with(|f| {
-        f.slots.iter().map(Cell::get).find(|&p| {
-            // SAFETY: slots hold caches this thread owns.
-            unsafe { p.as_ref() }.is_some_and(|c| core::ptr::eq(c.core, core) && c.id == core.id)
-        })
-    }) else {
+    let Some(p) = slotted(core, core.id) else {
         return;
     };
     // SAFETY: this thread's cache, found in its slot; no other borrow alive.
@@ -761,24 +776,16 @@ pub(crate) fn own_unpublished(core: *const ArenaCore) -> (usize, usize) {
     }
     // SAFETY: the caller holds the body's lock, so the body is alive.
     let id = unsafe { (*core).id };
-    let mine = |p: *mut Cache| {
-        // SAFETY: LAST and the slots hold null or caches this thread owns
-        // and has not freed.
-        unsafe { p.as_ref() }.filter(|c| core::ptr::eq(c.core, core) && c.id == id)
-    };
-    let found = match LAST.try_with(Cell::get).ok().and_then(mine) {
-        Some(c) => Some(c),
-        None => {
-            // The first touch of the thread-local may register its
-            // destructor, which may allocate: never through this arena,
-            // whose lock is held.
-            let _m = metadata::enter();
-            FRONT
-                .try_with(|f| f.slots.iter().map(Cell::get).find_map(mine))
-                .ok()
-                .flatten()
-        }
-    };
+    let current = LAST
+        .try_with(Cell::get)
+        .ok()
+        // SAFETY: LAST is null or a cache this thread owns and has not freed.
+        .filter(|&p| unsafe { p.as_ref() }.is_some_and(|c| is_for(c, core, id)));
+    // SAFETY: LAST and the slots name caches this thread owns and has not
+    // freed.
+    let found = current
+        .or_else(|| slotted(core, id))
+        .map(|p| unsafe { &*p });
     found.map_or((0, 0), |c| {
         (
             c.counters.published.load(Relaxed),
