@@ -6,18 +6,23 @@
 /// Bits per digit: 2048 counters, a few passes for the keys of a trace.
 const DIGIT: u32 = 11;
 
-/// `(key, payload)` pairs sorted by key: packed as `key << 32 | payload`
-/// in one word when every key is below 2^32 (half the memory of a pair,
-/// half the bytes to move a pass), else as pairs.
-pub(crate) struct Sorted {
-    words: Vec<u64>,
-    pairs: Vec<(u64, u32)>,
+/// `(key, payload)` pairs sorted by key.
+pub(crate) enum Sorted {
+    /// Every key is below 2^32: each pair packed as `key << 32 | payload`
+    /// in one word (half the memory of a pair, half the bytes to move a
+    /// pass).
+    Words(Vec<u64>),
+    /// Some key needs more than 32 bits.
+    Pairs(Vec<(u64, u32)>),
 }
 
 impl Sorted {
     /// How many pairs.
     pub(crate) fn len(&self) -> usize {
-        self.words.len().max(self.pairs.len())
+        match self {
+            Sorted::Words(w) => w.len(),
+            Sorted::Pairs(p) => p.len(),
+        }
     }
 
     /// Whether there are no pairs.
@@ -27,9 +32,9 @@ impl Sorted {
 
     /// The `k`-th pair in key order.
     pub(crate) fn get(&self, k: usize) -> (u64, u32) {
-        match self.words.get(k) {
-            Some(&w) => (w >> 32, w as u32),
-            None => self.pairs[k],
+        match self {
+            Sorted::Words(w) => (w[k] >> 32, w[k] as u32),
+            Sorted::Pairs(p) => p[k],
         }
     }
 
@@ -59,10 +64,7 @@ where
         } else {
             sort_words(&mut words, 32, bits);
         }
-        Sorted {
-            words,
-            pairs: Vec::new(),
-        }
+        Sorted::Words(words)
     } else {
         let mut pairs: Vec<(u64, u32)> = items.collect();
         if pairs.len() < 64 {
@@ -70,10 +72,7 @@ where
         } else {
             sort_words(&mut pairs, 0, bits);
         }
-        Sorted {
-            words: Vec::new(),
-            pairs,
-        }
+        Sorted::Pairs(pairs)
     }
 }
 
