@@ -57,6 +57,23 @@ impl ArenaState {
         Ok(g)
     }
 
+    /// A new buffer of `class` (64 KiB and up) in a mapping of its own,
+    /// whatever the class's usual placement: pattern mode's block. Its
+    /// huge-page advice then follows its ready length (`map_block`), so the
+    /// block costs the bytes its plan touches, not those rounded up to the
+    /// huge page its height ends in, as it did in a segment advised whole.
+    pub(crate) fn take_cold_own(
+        &mut self,
+        class: Class,
+        size: usize,
+        os: &OsCounters,
+    ) -> Result<Grant, ArenaError> {
+        debug_assert!(capacity(class) >= CARVE_LIMIT);
+        let g = self.map_block(class, os)?;
+        self.ready_new(g.block, size, os);
+        Ok(g)
+    }
+
     /// A block of a class from 64 KiB to 16 MiB: a released block of the
     /// class (if suitably aligned), else the next suitably aligned slice of the
     /// current segment, taking an idle segment or mapping a new one when it
@@ -246,13 +263,21 @@ impl ArenaState {
         let cap = capacity(class);
         self.room_for_one_block(cap)?;
         let pow2_floor = 1usize << (usize::BITS - 1 - cap.leading_zeros());
+        // Without prefaulting, huge-page advice follows the block's ready
+        // length (`ready.rs`), so the huge page it ends in is not made
+        // resident whole.
         let req = MapRequest {
             len: cap,
             align: pow2_floor.min(MAX_ALIGN),
-            huge_pages: self.config.huge_pages && cap >= HUGE_PAGE_SIZE,
+            huge_pages: self.config.huge_pages && cap >= HUGE_PAGE_SIZE && self.config.prefault,
             prefault: self.config.prefault,
         };
         let p = os::map(req, os).map_err(|e| oom(cap, e))?;
+        if self.config.huge_pages && cap >= HUGE_PAGE_SIZE && !self.config.prefault {
+            // Base pages until the block is ready past a whole huge page,
+            // also where the kernel gives huge pages unasked (THP "always").
+            os::advise_huge(p, cap, false, os);
+        }
         owners::register(p.as_ptr() as usize, cap, self.owner);
         self.stats.mapped_bytes += cap;
         Ok(self.grant_new(Block::new(

@@ -24,7 +24,7 @@ pub(super) fn map(len: usize, align: usize, c: &OsCounters) -> Result<NonNull<u8
     Ok(p)
 }
 
-pub(super) fn advise_huge(_ptr: NonNull<u8>, _len: usize, c: &OsCounters) {
+pub(super) fn advise_huge(_ptr: NonNull<u8>, _len: usize, _on: bool, c: &OsCounters) {
     c.count_advice();
 }
 

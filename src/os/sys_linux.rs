@@ -70,15 +70,20 @@ pub(super) fn map(len: usize, align: usize, c: &OsCounters) -> Result<NonNull<u8
     Ok(unsafe { NonNull::new_unchecked(start as *mut u8) })
 }
 
-pub(super) fn advise_huge(ptr: NonNull<u8>, len: usize, c: &OsCounters) {
+pub(super) fn advise_huge(ptr: NonNull<u8>, len: usize, on: bool, c: &OsCounters) {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     {
-        // SAFETY: advice on a range we own; MADV_HUGEPAGE never changes its contents.
-        unsafe { libc::madvise(ptr.as_ptr().cast(), len, libc::MADV_HUGEPAGE) };
+        let advice = if on {
+            libc::MADV_HUGEPAGE
+        } else {
+            libc::MADV_NOHUGEPAGE
+        };
+        // SAFETY: advice on a range we own; huge-page advice never changes its contents.
+        unsafe { libc::madvise(ptr.as_ptr().cast(), len, advice) };
         c.count_advice();
     }
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
-    let _ = (ptr, len, c);
+    let _ = (ptr, len, on, c);
 }
 
 /// # Safety

@@ -24,7 +24,8 @@ use crate::arena::error::ArenaError;
 use crate::arena::metadata;
 use crate::arena::shared::ArenaCore;
 use crate::arena::state::{ArenaState, Grant};
-use crate::size_class::{aligned_size, class_of};
+use crate::arena::{CARVE_LIMIT, MAX_ALIGN};
+use crate::size_class::{aligned_size, capacity, class_of};
 use core::ptr::NonNull;
 
 /// The block index a planned buffer carries (never a real block: the block
@@ -83,6 +84,28 @@ impl ArenaCore {
                 let _m = metadata::enter();
                 st.map_dedicated(eff, align, &self.os)
             }
+        }
+    }
+
+    /// A pattern's block of `height` bytes: a retained buffer of its class
+    /// when there is one, else a new one in a mapping of its own
+    /// (`take_cold_own`: advised for huge pages only where whole).
+    fn grant_block(
+        &self,
+        st: &mut ArenaState,
+        height: usize,
+        align: usize,
+    ) -> Result<Grant, ArenaError> {
+        let eff = aligned_size(height, align).ok_or(ArenaError::SizeOverflow { size: height })?;
+        match class_of(eff) {
+            Some(c) if capacity(c) >= CARVE_LIMIT && align <= MAX_ALIGN => {
+                if let Some(g) = st.take_warm(c, eff, align, &self.os) {
+                    return Ok(g);
+                }
+                let _m = metadata::enter();
+                st.take_cold_own(c, eff, &self.os)
+            }
+            _ => self.grant_locked(st, height, align),
         }
     }
 
@@ -174,7 +197,7 @@ impl ArenaCore {
                 let keep = aligned_size(height, align).and_then(class_of);
                 st.trim_classes(|c| Some(c) == keep, &self.os);
             }
-            let g = self.grant_locked(st, height, align).ok()?;
+            let g = self.grant_block(st, height, align).ok()?;
             Some(BlockRef {
                 index: g.block,
                 base: g.ptr.as_ptr() as usize,
