@@ -123,6 +123,27 @@ impl ArenaCore {
         self.allocate_general(size, align)
     }
 
+    /// The lock-free hits of [`ArenaCore::allocate`] alone: pattern mode's
+    /// planned hit, or a small class's hit in this thread's cache. `None`
+    /// (nothing changed) sends the request to [`ArenaCore::allocate`]. The
+    /// handle's `allocate` builds its result straight from this: a grant
+    /// merged with the out-of-line paths' results went through the stack
+    /// twice (stored, reloaded, checked, stored again as the handle).
+    #[inline(always)]
+    pub(crate) fn allocate_hit(&self, size: usize, align: usize) -> Option<Grant> {
+        if self.pattern_on {
+            return self.allocate_planned_hit(size, align);
+        }
+        if size.wrapping_sub(1) < CARVE_LIMIT && align.is_power_of_two() && align <= 4096 {
+            let eff = (size.max(align) + (align - 1)) & !(align - 1);
+            let c = class_of_classed(eff);
+            if c < SMALL_CLASSES && tcache::serves(c, align) {
+                return tcache::allocate_grant(self, c);
+            }
+        }
+        None
+    }
+
     /// A small buffer for `size` bytes aligned to `align` from this
     /// thread's cache, with its class, when the cache holds one; `None`
     /// (nothing changed) otherwise, and for anything but a small class

@@ -196,6 +196,9 @@ macro_rules! allocate_for {
             /// ```
             #[inline(always)]
             pub fn allocate(&self, size: usize, align: usize) -> Result<Allocation, ArenaError> {
+                if let Some(g) = self.core.allocate_hit(size, align) {
+                    return Ok(Allocation::from_grant(g, size, self.core.ptr()));
+                }
                 let g = self.core.allocate(size, align)?;
                 Ok(Allocation::from_grant(g, size, self.core.ptr()))
             }

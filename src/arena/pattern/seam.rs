@@ -146,6 +146,15 @@ impl ArenaCore {
         self.allocate_patterned_locked(size, align)
     }
 
+    /// [`ArenaCore::allocate_patterned`]'s lock-free hit alone: `None`
+    /// (nothing changed) when the request is not the owned cursor's next
+    /// planned event.
+    #[inline(always)]
+    pub(crate) fn allocate_planned_hit(&self, size: usize, align: usize) -> Option<Grant> {
+        let (addr, cap) = self.pattern_fast.try_alloc(thread_token(), size, align)?;
+        Some(Self::planned_grant(addr, cap))
+    }
+
     /// The locked part of [`ArenaCore::allocate_patterned`].
     #[inline(never)]
     fn allocate_patterned_locked(&self, size: usize, align: usize) -> Result<Grant, ArenaError> {

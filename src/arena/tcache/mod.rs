@@ -344,6 +344,16 @@ pub(crate) fn allocate_hit(core: &ArenaCore, c: Class) -> Option<NonNull<u8>> {
     Some(take(cache, o, s, c).ptr)
 }
 
+/// [`allocate_hit`] as the whole grant (the handle's hit).
+#[inline(always)]
+pub(crate) fn allocate_grant(core: &ArenaCore, c: Class) -> Option<Grant> {
+    let cache = fast_cache(core)?;
+    // SAFETY: this thread's cache; the borrow ends within this function.
+    let o = unsafe { cache.own() };
+    let s = o.bins.get_mut(c).and_then(Bin::pop)?;
+    Some(take(cache, o, s, c))
+}
+
 /// A hit: the counters move the buffer from held to live.
 #[inline(always)]
 fn take(cache: &Cache, o: &mut Own, s: Slot, c: Class) -> Grant {
