@@ -64,10 +64,6 @@ pub(crate) struct HeapSeg {
     pub len: usize,
     /// Bytes from `base` whose pages are materialized.
     pub mark: usize,
-    /// Bytes from `base` advised for huge pages: the whole huge pages below
-    /// the highest mark so far (`os::whole_huge_pages`), so the huge page
-    /// the mark ends in is not made resident whole.
-    pub advised: usize,
     /// Live pieces.
     pub live: u32,
     /// The piece at `base` (merges keep the lower record, so it never changes).
@@ -394,11 +390,10 @@ impl ArenaState {
             .idle
             .make_room(self.heap.segs.len() + 1)
             .map_err(|_| NO_ROOM(cap))?;
-        // Huge-page advice follows the mark (`heap_carve`).
         let req = MapRequest {
             len,
             align: HUGE_PAGE_SIZE,
-            huge_pages: false,
+            huge_pages: self.config.huge_pages,
             prefault: false,
         };
         let p = os::map(req, os).map_err(|e| match e {
@@ -406,9 +401,10 @@ impl ArenaState {
             os::OsError::BadLayout => ArenaError::SizeOverflow { size: cap },
         })?;
         if self.config.huge_pages {
-            // Base pages until the mark passes a whole huge page, also
-            // where the kernel gives huge pages unasked (THP "always").
-            os::advise_huge(p, len, false, os);
+            // The request this segment is made for goes at its base: the
+            // huge page it ends in stays on base pages (`os`), so a block
+            // alone in its segment (planned mode's) costs its own bytes.
+            os::keep_straddled_page_small(p, len, p.as_ptr() as usize + cap, os);
         }
         let base = p.as_ptr() as usize;
         owners::register(base, len, self.owner);
@@ -421,7 +417,6 @@ impl ArenaState {
             base,
             len,
             mark: 0,
-            advised: 0,
             live: 0,
             first: i,
             idle: true,
@@ -487,16 +482,6 @@ impl ArenaState {
             seg.mark = end - seg.base;
             self.heap.marked += end - mark;
             self.stats.cold_allocations += 1;
-            if self.config.huge_pages {
-                let from = seg.base + seg.advised;
-                if let Some((start, len)) = os::whole_huge_pages(from, end) {
-                    // SAFETY: a huge-page-aligned segment base plus a
-                    // length below its own is never null.
-                    let p = unsafe { NonNull::new_unchecked(start as *mut u8) };
-                    os::advise_huge(p, len, true, os);
-                    seg.advised = start + len - seg.base;
-                }
-            }
             // SAFETY: [mark, end) is page-aligned, non-empty (the piece ends
             // above the mark) and inside the segment's live read-write
             // mapping; nobody owns those bytes (a free pad, or the piece
@@ -603,15 +588,6 @@ impl ArenaState {
             }
             self.heap.segs[s].mark = from - seg.base;
             self.heap.marked -= to - from;
-            // The advice follows the mark down too, so the huge page a
-            // lower mark ends in is not made resident whole later.
-            let keep = (from - seg.base) & !(HUGE_PAGE_SIZE - 1);
-            if seg.advised > keep {
-                // SAFETY: a huge-page-aligned address inside the segment.
-                let p = unsafe { NonNull::new_unchecked((seg.base + keep) as *mut u8) };
-                os::advise_huge(p, seg.advised - keep, false, os);
-                self.heap.segs[s].advised = keep;
-            }
             bytes += to - from;
             n += 1;
         }

@@ -29,9 +29,8 @@
 //! advised for transparent huge pages, so a cold run takes about one fault
 //! per 2 MiB and the tail of one buffer shares a huge page with the next;
 //! larger classes (multiples of 2 MiB) get a 2 MiB-aligned mapping each,
-//! advised for huge pages only over the whole huge pages below its ready
-//! length (the huge page a buffer ends in would otherwise be resident
-//! whole: 16 MiB for a 15 MiB block).
+//! advised for huge pages but for the huge page its first request ends in
+//! (which would otherwise be resident whole: 16 MiB for a 15 MiB block).
 //! Evicting a segment-carved buffer gives its pages back at once
 //! (`MADV_DONTNEED` of its range); a segment whose buffers are all released
 //! is reset and reused by any class.

@@ -13,9 +13,9 @@
 //! class is ever materialized, so retention costs no more than the workload
 //! touched.
 
-use super::blocks::{Place, DEDICATED, NIL};
+use super::blocks::{DEDICATED, NIL};
 use super::state::ArenaState;
-use crate::os::{self, OsCounters, HUGE_PAGE_SIZE};
+use crate::os::{self, OsCounters};
 use core::ptr::NonNull;
 
 impl ArenaState {
@@ -42,30 +42,8 @@ impl ArenaState {
     /// water, the request's own bytes counted as written.
     pub(crate) fn ready_new(&mut self, i: u32, size: usize, os: &OsCounters) {
         let b = self.table.at(i);
-        let (from, to) = (b.ready, size.min(b.cap));
-        b.ready = to;
-        if !self.config.prefault {
-            self.advise_ready(i, from, to, os);
-        }
+        b.ready = size.min(b.cap);
         self.ready_for(i, size, os);
-    }
-
-    /// Block `i`'s ready length went from `from` to `to` bytes: an own
-    /// mapping (advised for huge pages as it becomes ready, see
-    /// `map_block`) is advised over the whole huge pages that are now below
-    /// its ready length and were not before; the huge page the ready length
-    /// ends in stays in base pages, resident only where touched.
-    fn advise_ready(&self, i: u32, from: usize, to: usize, os: &OsCounters) {
-        let Some(b) = self.table.get(i) else { return };
-        if !self.config.huge_pages || b.place != Place::Own {
-            return;
-        }
-        let advised_to = (b.addr + from) & !(HUGE_PAGE_SIZE - 1);
-        if let Some((start, len)) = os::whole_huge_pages(advised_to.max(b.addr), b.addr + to) {
-            // SAFETY: inside the block's live mapping, so not null.
-            let p = unsafe { NonNull::new_unchecked(start as *mut u8) };
-            os::advise_huge(p, len, true, os);
-        }
     }
 
     /// Whether freed block `i` must be materialized before it is retained
@@ -117,13 +95,11 @@ impl ArenaState {
             os::round_to_pages(b.addr + b.ready),
             os::round_to_pages(b.addr + target),
         );
-        let from = b.ready;
         b.ready = target;
         if prefault_all {
             // Every mapping was materialized whole when it was made.
             return;
         }
-        self.advise_ready(i, from, target, os);
         if let (Some(start), Some(end)) = (start, end) {
             if end > start {
                 // SAFETY: [start, end) lies inside the block's mapping: the

@@ -49,7 +49,7 @@ impl ArenaState {
         } else if cap < SEGMENT_CARVE_MAX.min(SEGMENT_LEN + 1) {
             self.carve_segment(class, align, os)
         } else {
-            self.map_block(class, os)
+            self.map_block(class, size, os)
         }?;
         // The request writes its own bytes; the tail past them is
         // materialized up to the class's largest request (`ready.rs`).
@@ -58,10 +58,10 @@ impl ArenaState {
     }
 
     /// A new buffer of `class` (64 KiB and up) in a mapping of its own,
-    /// whatever the class's usual placement: pattern mode's block. Its
-    /// huge-page advice then follows its ready length (`map_block`), so the
-    /// block costs the bytes its plan touches, not those rounded up to the
-    /// huge page its height ends in, as it did in a segment advised whole.
+    /// whatever the class's usual placement: pattern mode's block. The huge
+    /// page its first `size` bytes end in stays on base pages (`map_block`),
+    /// so the block costs the bytes its plan touches, not those rounded up
+    /// to that huge page, as it did in a segment advised whole.
     pub(crate) fn take_cold_own(
         &mut self,
         class: Class,
@@ -69,7 +69,7 @@ impl ArenaState {
         os: &OsCounters,
     ) -> Result<Grant, ArenaError> {
         debug_assert!(capacity(class) >= CARVE_LIMIT);
-        let g = self.map_block(class, os)?;
+        let g = self.map_block(class, size, os)?;
         self.ready_new(g.block, size, os);
         Ok(g)
     }
@@ -259,24 +259,27 @@ impl ArenaState {
     /// A block with its own mapping, aligned to the largest power of two not
     /// above its capacity (capped at [`MAX_ALIGN`]), so every alignment a
     /// request of this class may carry is met by every buffer of the class.
-    fn map_block(&mut self, class: Class, os: &OsCounters) -> Result<Grant, ArenaError> {
+    /// `size` is the first request's: the huge page it ends in stays on base
+    /// pages (`os::keep_straddled_page_small`).
+    fn map_block(
+        &mut self,
+        class: Class,
+        size: usize,
+        os: &OsCounters,
+    ) -> Result<Grant, ArenaError> {
         let cap = capacity(class);
         self.room_for_one_block(cap)?;
         let pow2_floor = 1usize << (usize::BITS - 1 - cap.leading_zeros());
-        // Without prefaulting, huge-page advice follows the block's ready
-        // length (`ready.rs`), so the huge page it ends in is not made
-        // resident whole.
+        let huge_pages = self.config.huge_pages && cap >= HUGE_PAGE_SIZE;
         let req = MapRequest {
             len: cap,
             align: pow2_floor.min(MAX_ALIGN),
-            huge_pages: self.config.huge_pages && cap >= HUGE_PAGE_SIZE && self.config.prefault,
+            huge_pages,
             prefault: self.config.prefault,
         };
         let p = os::map(req, os).map_err(|e| oom(cap, e))?;
-        if self.config.huge_pages && cap >= HUGE_PAGE_SIZE && !self.config.prefault {
-            // Base pages until the block is ready past a whole huge page,
-            // also where the kernel gives huge pages unasked (THP "always").
-            os::advise_huge(p, cap, false, os);
+        if huge_pages && !self.config.prefault {
+            os::keep_straddled_page_small(p, cap, p.as_ptr() as usize + size, os);
         }
         owners::register(p.as_ptr() as usize, cap, self.owner);
         self.stats.mapped_bytes += cap;

@@ -10,9 +10,8 @@
 //!   (`MADV_DONTNEED`; the next touch gets zero pages);
 //! - [`prefault`]: materialize a range now (`MADV_POPULATE_WRITE`, falling back
 //!   to writing one byte per page on kernels without it);
-//! - [`advise_huge`] with [`whole_huge_pages`]: huge-page advice for the part
-//!   of a range made of whole huge pages, for mappings that are materialized
-//!   front to back (see the functions for why).
+//! - [`keep_straddled_page_small`]: base pages for the huge page a fresh
+//!   mapping's first buffer ends in (see the function for why).
 //!
 //! Under Miri the same functions are served from the Rust heap
 //! (`sys_heap.rs`), so the pure logic above this layer runs there unchanged.
@@ -111,35 +110,40 @@ pub fn map(req: MapRequest, counters: &OsCounters) -> Result<NonNull<u8>, OsErro
     Ok(ptr)
 }
 
-/// The whole huge pages inside `[lo, hi)`: from `lo` rounded up to `hi`
-/// rounded down to [`HUGE_PAGE_SIZE`], as (start, length); `None` when no
-/// whole huge page lies in the range.
-///
-/// A mapping that is materialized front to back (the execution heap's
-/// segments, a large class's own mapping) is advised for huge pages only
-/// up to here: with the advice over the whole mapping, the first touch of
-/// the huge page the materialized part ends in makes all 2 MiB of it
-/// resident, so a 15.1 MiB block cost 16 MiB of memory. The partial huge
-/// page stays in base pages, resident only where touched.
-pub(crate) const fn whole_huge_pages(lo: usize, hi: usize) -> Option<(usize, usize)> {
+/// The huge page a buffer from `base` ends in, when it lies wholly inside
+/// `[base, base + len)` and the buffer's end is not on a huge-page boundary:
+/// its start. `None` otherwise.
+pub(crate) const fn straddled_huge_page(base: usize, len: usize, end: usize) -> Option<usize> {
     let mask = HUGE_PAGE_SIZE - 1;
-    let Some(start) = lo.checked_add(mask) else {
+    if end & mask == 0 || end <= base {
         return None;
-    };
-    let (start, end) = (start & !mask, hi & !mask);
-    if end > start {
-        Some((start, end - start))
-    } else {
-        None
+    }
+    let start = end & !mask;
+    match start.checked_add(HUGE_PAGE_SIZE) {
+        Some(stop) if start >= base && stop <= base + len => Some(start),
+        _ => None,
     }
 }
 
-/// Advises transparent huge pages for a range (`MADV_HUGEPAGE`), or takes
-/// the advice back (`on == false`: `MADV_NOHUGEPAGE`), counted as advice in
-/// `counters`. The range is page aligned and lies inside a mapping made by
-/// [`map`] (advice changes which pages back a range, never its contents).
-pub(crate) fn advise_huge(ptr: NonNull<u8>, len: usize, on: bool, counters: &OsCounters) {
-    sys::advise_huge(ptr, len, on, counters);
+/// Keeps the huge page that the first buffer of a fresh, huge-page-advised
+/// mapping ends in on base pages (`MADV_NOHUGEPAGE`, counted as advice):
+/// `first_end` is where that buffer ends. Materializing the buffer made
+/// that whole huge page resident (16 MiB for a 15 MiB block); on base
+/// pages only what is touched is. The advice is given once, when the
+/// mapping is made, and never changed: advising a range that already has
+/// base pages would let the kernel's khugepaged collapse it while the
+/// owner uses it, a page fault in a warm run.
+pub(crate) fn keep_straddled_page_small(
+    ptr: NonNull<u8>,
+    len: usize,
+    first_end: usize,
+    counters: &OsCounters,
+) {
+    if let Some(start) = straddled_huge_page(ptr.as_ptr() as usize, len, first_end) {
+        // SAFETY: `start` lies inside the mapping at `ptr`, so it is not null.
+        let p = unsafe { NonNull::new_unchecked(start as *mut u8) };
+        sys::advise_huge(p, HUGE_PAGE_SIZE, false, counters);
+    }
 }
 
 /// Gives a mapping back to the OS.
@@ -178,15 +182,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn whole_huge_pages_are_the_aligned_inside_of_a_range() {
+    fn the_straddled_huge_page_is_the_one_a_buffer_ends_inside() {
         const H: usize = HUGE_PAGE_SIZE;
-        assert_eq!(whole_huge_pages(0, H), Some((0, H)));
-        assert_eq!(whole_huge_pages(0, H - 1), None);
-        assert_eq!(whole_huge_pages(1, 3 * H + 5), Some((H, 2 * H)));
-        assert_eq!(whole_huge_pages(H, 7 * H + H / 2), Some((H, 6 * H)));
-        assert_eq!(whole_huge_pages(3 * H, 3 * H), None);
-        assert_eq!(whole_huge_pages(5 * H, 2 * H), None);
-        assert_eq!(whole_huge_pages(usize::MAX - 3, usize::MAX), None);
+        // A 15 MiB buffer at the start of a 1 GiB mapping ends inside [14, 16) MiB.
+        assert_eq!(
+            straddled_huge_page(4 * H, 512 * H, 4 * H + 15 * H / 2),
+            Some(11 * H)
+        );
+        // Ending on a boundary: no partial page.
+        assert_eq!(straddled_huge_page(0, 8 * H, 3 * H), None);
+        // The page would reach past the mapping (a 15 MiB mapping of its own).
+        assert_eq!(straddled_huge_page(0, 15 * H / 2, 15 * H / 2 - 4096), None);
+        // A page wholly inside an 18 MiB mapping for a 17 MiB buffer.
+        assert_eq!(
+            straddled_huge_page(2 * H, 9 * H, 2 * H + 17 * H / 2),
+            Some(10 * H)
+        );
+        // Empty or backwards ranges, and overflow at the top of the address space.
+        assert_eq!(straddled_huge_page(5 * H, 4 * H, 5 * H), None);
+        assert_eq!(straddled_huge_page(usize::MAX - H, H, usize::MAX - 3), None);
     }
 
     #[test]

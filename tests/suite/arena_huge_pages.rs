@@ -1,9 +1,10 @@
-//! Huge pages only where whole: a buffer whose end falls inside a huge page
-//! must not make the rest of that huge page resident. With huge-page advice
-//! over a whole mapping, materializing a 15 MiB block made 16 MiB resident
-//! (the report's planned and pattern back ends held 1.07x their live peak).
-//! Residency is read with `mincore`, 4 KiB page by 4 KiB page: every base
-//! page of a resident huge page reads as resident.
+//! The huge page a block ends in: a buffer at the start of a fresh mapping
+//! (a heap segment, a large class's own mapping) whose end falls inside a
+//! huge page must not make the rest of that huge page resident. With
+//! huge-page advice over the whole mapping, materializing a 15 MiB block
+//! made 16 MiB resident (the report's planned and pattern back ends held
+//! 1.07x their live peak). Residency is read with `mincore`, 4 KiB page by
+//! 4 KiB page: every base page of a resident huge page reads as resident.
 
 use warmarena::{ArenaConfig, ExecutionArena, IoArena};
 
