@@ -18,7 +18,7 @@ use super::state::{ArenaState, Grant};
 use super::tcache::{self, SMALL_CLASSES};
 use super::{ArenaConfig, ArenaKind, CARVE_LIMIT, MAX_ALIGN};
 use crate::os::OsCounters;
-use crate::size_class::{aligned_size, class_of, class_of_classed, MAX_CLASS_SIZE};
+use crate::size_class::{aligned_size, class_of, class_of_classed, Class, MAX_CLASS_SIZE};
 use crate::stats::ArenaStats;
 use crate::sync::rc::{fence, AtomicUsize, Ordering};
 use crate::sync::{SpinGuard, SpinLock};
@@ -75,6 +75,21 @@ pub(crate) const PRIVATE_WRITTEN: [(&str, usize); 2] = [
     ("handles", core::mem::offset_of!(ArenaCore, handles)),
     ("state", core::mem::offset_of!(ArenaCore, state)),
 ];
+
+/// The small class a thread cache serves `size` bytes aligned to `align`
+/// from: `None` for a zero or large size, an alignment that is not a power
+/// of two up to a page, or a class whose buffers do not all meet it.
+#[inline(always)]
+fn cached_class(size: usize, align: usize) -> Option<Class> {
+    if size.wrapping_sub(1) < CARVE_LIMIT && align.is_power_of_two() && align <= 4096 {
+        let eff = (size.max(align) + (align - 1)) & !(align - 1);
+        let c = class_of_classed(eff);
+        if c < SMALL_CLASSES && tcache::serves(c, align) {
+            return Some(c);
+        }
+    }
+    None
+}
 
 impl ArenaCore {
     #[inline]
@@ -134,14 +149,7 @@ impl ArenaCore {
         if self.pattern_on {
             return self.allocate_planned_hit(size, align);
         }
-        if size.wrapping_sub(1) < CARVE_LIMIT && align.is_power_of_two() && align <= 4096 {
-            let eff = (size.max(align) + (align - 1)) & !(align - 1);
-            let c = class_of_classed(eff);
-            if c < SMALL_CLASSES && tcache::serves(c, align) {
-                return tcache::allocate_grant(self, c);
-            }
-        }
-        None
+        tcache::allocate_hit(self, cached_class(size, align)?)
     }
 
     /// A small buffer for `size` bytes aligned to `align` from this
@@ -154,14 +162,8 @@ impl ArenaCore {
         size: usize,
         align: usize,
     ) -> Option<(NonNull<u8>, usize)> {
-        if size.wrapping_sub(1) < CARVE_LIMIT && align.is_power_of_two() && align <= 4096 {
-            let eff = (size.max(align) + (align - 1)) & !(align - 1);
-            let c = class_of_classed(eff);
-            if c < SMALL_CLASSES && tcache::serves(c, align) {
-                return tcache::allocate_hit(self, c).map(|p| (p, c));
-            }
-        }
-        None
+        let c = cached_class(size, align)?;
+        tcache::allocate_hit(self, c).map(|g| (g.ptr, c))
     }
 
     /// Returns a buffer of small class `class` at `addr` to this thread's

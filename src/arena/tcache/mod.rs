@@ -318,13 +318,8 @@ pub(crate) fn note_unlock(core: &ArenaCore, live: usize, clock: u64) {
 /// and load widths, a stall that cost more than the whole hit.
 #[inline(always)]
 pub(crate) fn allocate_parts(core: &ArenaCore, c: Class) -> (usize, u32, usize) {
-    if let Some(cache) = fast_cache(core) {
-        // SAFETY: this thread's cache; the borrow ends within this block.
-        let o = unsafe { cache.own() };
-        if let Some(s) = o.bins.get_mut(c).and_then(Bin::pop) {
-            let g = take(cache, o, s, c);
-            return (g.ptr.as_ptr() as usize, g.block, g.cap);
-        }
+    if let Some(g) = allocate_hit(core, c) {
+        return (g.ptr.as_ptr() as usize, g.block, g.cap);
     }
     match allocate_slow(core, c) {
         Some(g) => (g.ptr.as_ptr() as usize, g.block, g.cap),
@@ -336,17 +331,7 @@ pub(crate) fn allocate_parts(core: &ArenaCore, c: Class) -> (usize, u32, usize) 
 /// thread's ready cache, or `None` (nothing changed) without trying
 /// anything else.
 #[inline(always)]
-pub(crate) fn allocate_hit(core: &ArenaCore, c: Class) -> Option<NonNull<u8>> {
-    let cache = fast_cache(core)?;
-    // SAFETY: this thread's cache; the borrow ends within this function.
-    let o = unsafe { cache.own() };
-    let s = o.bins.get_mut(c).and_then(Bin::pop)?;
-    Some(take(cache, o, s, c).ptr)
-}
-
-/// [`allocate_hit`] as the whole grant (the handle's hit).
-#[inline(always)]
-pub(crate) fn allocate_grant(core: &ArenaCore, c: Class) -> Option<Grant> {
+pub(crate) fn allocate_hit(core: &ArenaCore, c: Class) -> Option<Grant> {
     let cache = fast_cache(core)?;
     // SAFETY: this thread's cache; the borrow ends within this function.
     let o = unsafe { cache.own() };
