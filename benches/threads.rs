@@ -12,6 +12,9 @@
 //! by the free cores. The size mix: 90 in 100 operations draw from 64 B to 1 KiB,
 //! 9 from 1 KiB to 64 KiB, 1 from 64 KiB to 1 MiB.
 //!
+//! After the group, the share of operations that took the arena's shared
+//! lock at each thread count (`ArenaStats::locked_operations`).
+//!
 //! Group `beside_lock`: one thread's 256 B allocate+free pairs while a
 //! second thread does 1 MiB pairs on the same allocator (on the arena those
 //! take its lock), per small pair. A cached hit that read a line the lock
@@ -144,6 +147,18 @@ fn threads(c: &mut Criterion) {
     g.finish();
     let s = arena.stats();
     assert_eq!(s.live_buffers, 0, "every buffer was returned");
+    // How often the workload takes the arena's shared lock (a count, not
+    // a time): what bounds the cores one arena can serve at once.
+    for n in [1usize, 2, 8] {
+        let before = arena.stats().locked_operations;
+        run(arena.clone(), n, 5);
+        let locks = arena.stats().locked_operations - before - 1;
+        let ops = (n * (5 + 1) * OPS * 2) as f64; // warm-up batch included; a free and an allocation each
+        println!(
+            "threads/{n}: {locks} arena locks for {ops} allocations and frees ({:.2} per 100)",
+            100.0 * locks as f64 / ops
+        );
+    }
 }
 
 /// `iters` small pairs on this thread through `a`, with a second thread

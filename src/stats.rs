@@ -80,6 +80,15 @@ pub struct ArenaStats {
     /// (each is an arena buffer, counted live while a run holds it and
     /// retained otherwise).
     pub pattern_block_bytes: usize,
+    /// Times a thread took the arena's shared lock, for any reason: a
+    /// locked allocation or free (large classes, the execution heap, a
+    /// thread cache's miss), a thread cache's refill or flush, `stats`,
+    /// `trim`, a lease. Allocations and frees served by a thread's cache or
+    /// by pattern mode's cursor take none, so on a warm small-object or
+    /// planned workload this stays still while `frees` climbs; the share
+    /// of operations that take the lock is what bounds how many cores can
+    /// use one arena at once. The `stats` call that reads it counts itself.
+    pub locked_operations: u64,
     /// The arena's own system calls.
     pub os: OsStats,
 }

@@ -94,10 +94,10 @@ fn cached_class(size: usize, align: usize) -> Option<Class> {
 impl ArenaCore {
     #[inline]
     pub(crate) fn lock(&self) -> StateGuard<'_> {
-        StateGuard {
-            g: self.state.lock(),
-            core: self,
-        }
+        let mut g = self.state.lock();
+        // Plain arithmetic on a line the lock holder owns now.
+        g.stats.locked_operations += 1;
+        StateGuard { g, core: self }
     }
 
     /// Checks a request and serves it warm if a retained buffer fits, cold otherwise.

@@ -12,6 +12,7 @@ mod policy_model;
 mod arena_bad_input;
 mod arena_concurrency;
 mod arena_huge_pages;
+mod arena_locking;
 mod arena_model;
 mod arena_policy;
 mod arena_warm_path;
