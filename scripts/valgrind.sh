@@ -56,12 +56,13 @@ for line in sys.stdin:
     fi
     args=(--test-threads=2)
     if [ "$t" = suite ]; then
-        # Also skipped: five tests that write hundreds of MiB per run (the
-        # threaded stress test, the I/O warm path, the example network's
+        # Also skipped: six tests that write hundreds of MiB per run (the
+        # two threaded stress tests, the I/O warm path, the example network's
         # two runs, the planned warm runs, which also assert zero faults); under valgrind they take 12 of the suite's 13 minutes
         # and exercise no code the rest does not.
         args+=(--skip arena_model --skip handle_model
             --skip arena_concurrency::threads_never_share_a_buffer_and_accounting_balances
+            --skip arena_concurrency::many_more_threads_than_cores_hand_buffers_around
             --skip arena_warm_path::io_arena_keeps_the_same_promise
             --skip session_net::outputs_match_the_reference_bit_for_bit
             --skip session_net::ten_warm_runs_cost_nothing_and_peak_is_the_live_set
