@@ -204,8 +204,11 @@ impl ArenaState {
         if r == NIL || self.runs[r as usize].carved + cap > self.runs[r as usize].len {
             self.runs.try_reserve(1).map_err(|_| NO_ROOM(cap))?;
             let base = self.cut_run(cap, os)?;
-            // The run's granules name its class too (a free finds it by address).
-            owners::register(base, RUN_LEN, self.owner.tagged(class));
+            // The run's granules name its class too (a free finds it by
+            // address). They are the region's, registered already, so this
+            // only rewrites their entries.
+            let tagged = owners::register(base, RUN_LEN, self.owner.tagged(class));
+            debug_assert!(tagged, "a run region's granules are in the owner table");
             self.runs.push(Run {
                 base,
                 len: RUN_LEN,
@@ -240,7 +243,17 @@ impl ArenaState {
                 prefault: self.config.prefault,
             };
             let base = os::map(req, os).map_err(|e| oom(cap, e))?;
-            owners::register(base.as_ptr() as usize, RUN_REGION_LEN, self.owner);
+            // Every small-class buffer is findable by address, always: a
+            // thread cache's hit hands buffers out without asking the owner
+            // table (the scoped global allocator's hit relies on it). A
+            // region the table cannot hold (no memory for a leaf) is not used.
+            if !owners::register(base.as_ptr() as usize, RUN_REGION_LEN, self.owner) {
+                owners::unregister(base.as_ptr() as usize, RUN_REGION_LEN, self.owner);
+                // SAFETY: just mapped by this call, `RUN_REGION_LEN` bytes, and
+                // nothing of it was handed out or published.
+                unsafe { os::unmap(base, RUN_REGION_LEN, os) };
+                return Err(NO_ROOM(cap));
+            }
             self.stats.mapped_bytes += RUN_REGION_LEN;
             self.run_regions.push(RunRegion {
                 base: base.as_ptr() as usize,

@@ -153,17 +153,12 @@ impl ArenaCore {
     }
 
     /// A small buffer for `size` bytes aligned to `align` from this
-    /// thread's cache, with its class, when the cache holds one; `None`
-    /// (nothing changed) otherwise, and for anything but a small class
-    /// with an alignment up to a page. The scoped global allocator's hit.
+    /// thread's cache, when the cache holds one; `None` (nothing changed)
+    /// otherwise, and for anything but a small class with an alignment up
+    /// to a page. The scoped global allocator's hit.
     #[inline(always)]
-    pub(crate) fn allocate_cached(
-        &self,
-        size: usize,
-        align: usize,
-    ) -> Option<(NonNull<u8>, usize)> {
-        let c = cached_class(size, align)?;
-        tcache::allocate_hit(self, c).map(|g| (g.ptr, c))
+    pub(crate) fn allocate_cached(&self, size: usize, align: usize) -> Option<NonNull<u8>> {
+        tcache::allocate_hit(self, cached_class(size, align)?).map(|g| g.ptr)
     }
 
     /// Returns a buffer of small class `class` at `addr` to this thread's

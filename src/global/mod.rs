@@ -504,17 +504,16 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for ScopedGlobal<B> {
         if !metadata::active() {
             // SAFETY: the scope's count keeps the body alive.
             let arena = unsafe { &*core };
-            if let Some((p, class)) = arena.allocate_cached(layout.size(), layout.align()) {
-                if owners::owned_by(p, Owner(core.cast())) {
-                    stats::note(
-                        Counter::ScopedAllocs,
-                        Some((Counter::ScopedBytes, layout.size())),
-                    );
-                    return p.as_ptr();
-                }
-                // A run whose registration failed: put it back; the general
-                // path below frees it to the arena and falls back.
-                let _ = arena.free_cached(class, p.as_ptr() as usize);
+            // A cached buffer is always in the owner table (a run region
+            // the table cannot hold is never used: `reserve.rs`), so a
+            // later free finds its way back by address.
+            if let Some(p) = arena.allocate_cached(layout.size(), layout.align()) {
+                debug_assert!(owners::owned_by(p, Owner(core.cast())));
+                stats::note(
+                    Counter::ScopedAllocs,
+                    Some((Counter::ScopedBytes, layout.size())),
+                );
+                return p.as_ptr();
             }
         }
         // SAFETY: `core` is this thread's scope; the layout is the caller's.
