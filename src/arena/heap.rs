@@ -210,8 +210,27 @@ impl ArenaState {
     /// A request of `eff` bytes at `align` served from heap memory that is
     /// already materialized, with no system call and no metadata growth;
     /// `None` when that is not possible (the cold path then serves it).
-    #[inline(never)]
+    /// The parked segment's piece (a repeated allocate and free of the
+    /// segment's only buffer) is taken inline; everything else, out of line.
+    #[inline(always)]
     pub(crate) fn heap_take_warm(
+        &mut self,
+        eff: usize,
+        align: usize,
+        os: &OsCounters,
+    ) -> Option<Grant> {
+        if self.heap.parked != NIL {
+            let (cap, need) = sizes(eff, align);
+            if let Some(g) = self.take_parked(cap, need) {
+                return Some(g);
+            }
+        }
+        self.heap_take_warm_general(eff, align, os)
+    }
+
+    /// [`ArenaState::heap_take_warm`] past the parked piece.
+    #[inline(never)]
+    fn heap_take_warm_general(
         &mut self,
         eff: usize,
         align: usize,
@@ -499,36 +518,67 @@ impl ArenaState {
     }
 
     /// Returns live heap piece `i`: it becomes a free extent, merged with
-    /// free neighbours; the segment goes idle when it was its last live piece.
+    /// free neighbours; the segment goes idle when it was its last live
+    /// piece. The segment's only buffer, at its base, is parked inline (see
+    /// [`Heap::parked`]); everything else, out of line.
+    #[inline(always)]
     pub(crate) fn heap_free(&mut self, i: u32, os: &OsCounters) {
-        self.unpark();
-        let (place, lo, hi) = {
-            let b = self.table.at(i);
-            (b.place, b.lo, b.hi)
-        };
-        let Place::Heap(s) = place else { return };
+        if self.heap.parked == NIL {
+            if let Some(&b) = self.table.get(i) {
+                if let Place::Heap(s) = b.place {
+                    if b.lo == NIL && b.hi != NIL && self.heap.segs[s as usize].live == 1 {
+                        self.heap_park(i, s, os);
+                        return;
+                    }
+                }
+            }
+        }
+        self.heap_free_general(i, os);
+    }
+
+    /// Piece `i`, the only live one of segment `s` and at its base, is
+    /// freed: the segment goes idle with it parked (its merge with the rest
+    /// put off). No segment is parked already.
+    #[inline(always)]
+    fn heap_park(&mut self, i: u32, s: u32, os: &OsCounters) {
         // The address stays in the index: a lookup checks that the record
         // is live at that address, and a repeated workload's next piece
         // there (usually this record again) then costs no insert. The cold
         // path purges entries that went stale.
         self.held_buffers -= 1;
         self.clock += 1;
+        let f = self.table.at(i);
+        f.state = BlockState::Extent;
+        f.freed_at = self.clock << STAMP_SEQ_BITS;
+        let seg = &mut self.heap.segs[s as usize];
+        seg.live = 0;
+        seg.idle = true;
+        self.heap.idle.insert(s);
+        self.heap.parked = s;
+        if self.retained_bytes() > self.config.retention_cap {
+            self.enforce_cap(os);
+        }
+    }
+
+    /// [`ArenaState::heap_free`] past the inline park.
+    #[inline(never)]
+    fn heap_free_general(&mut self, i: u32, os: &OsCounters) {
+        self.unpark();
+        let (place, lo, hi) = {
+            let b = self.table.at(i);
+            (b.place, b.lo, b.hi)
+        };
+        let Place::Heap(s) = place else { return };
+        if self.heap.segs[s as usize].live == 1 && lo == NIL && hi != NIL {
+            self.heap_park(i, s, os);
+            return;
+        }
+        self.held_buffers -= 1;
+        self.clock += 1;
         let stamp = self.clock << STAMP_SEQ_BITS;
         let f = self.table.at(i);
         f.state = BlockState::Extent;
         f.freed_at = stamp;
-        let seg = &mut self.heap.segs[s as usize];
-        if seg.live == 1 && lo == NIL && hi != NIL {
-            // The last buffer of the segment, at its base: park it (above).
-            seg.live = 0;
-            seg.idle = true;
-            self.heap.idle.insert(s);
-            self.heap.parked = s;
-            if self.retained_bytes() > self.config.retention_cap {
-                self.enforce_cap(os);
-            }
-            return;
-        }
         let mut k = i;
         if lo != NIL && self.is_extent(lo) {
             self.unbin(lo);
@@ -618,7 +668,7 @@ impl ArenaState {
     /// exactly the parked first piece: no extent on any bin, the parked
     /// segment the lowest idle one, fitting, the piece of that length.
     /// The split the merged heap would make is the one still there.
-    #[inline]
+    #[inline(always)]
     fn take_parked(&mut self, cap: usize, need: usize) -> Option<Grant> {
         let s = self.heap.parked;
         let seg = &self.heap.segs[s as usize];
