@@ -51,6 +51,7 @@ pub(crate) fn stats_dict<'py>(py: Python<'py>, s: &ArenaStats) -> PyResult<Bound
     d.set_item("copies", s.copies)?;
     d.set_item("copied_bytes", s.copied_bytes)?;
     d.set_item("mapped_bytes", s.mapped_bytes)?;
+    d.set_item("locked_operations", s.locked_operations)?;
     let os = PyDict::new(py);
     os.set_item("maps", s.os.maps)?;
     os.set_item("unmaps", s.os.unmaps)?;

@@ -44,6 +44,9 @@ class ArenaStats(TypedDict):
     copies: int
     copied_bytes: int
     mapped_bytes: int
+    locked_operations: int
+    """Acquisitions of the arena's shared lock (thread-cached and planned
+    allocations and frees take none; reading the stats counts one)."""
     os: OsStats
 
 class Faults(TypedDict):
