@@ -228,7 +228,8 @@ impl ArenaState {
         self.heap_take_warm_general(eff, align, os)
     }
 
-    /// [`ArenaState::heap_take_warm`] past the parked piece.
+    /// [`ArenaState::heap_take_warm`] past the parked piece (which its
+    /// caller tried): the parked segment merged, then a best fit.
     #[inline(never)]
     fn heap_take_warm_general(
         &mut self,
@@ -237,12 +238,7 @@ impl ArenaState {
         os: &OsCounters,
     ) -> Option<Grant> {
         let (cap, need) = sizes(eff, align);
-        if self.heap.parked != NIL {
-            if let Some(g) = self.take_parked(cap, need) {
-                return Some(g);
-            }
-            self.unpark_now();
-        }
+        self.unpark();
         if self.by_addr.capacity() <= self.by_addr.len() {
             return None;
         }
@@ -524,16 +520,22 @@ impl ArenaState {
     #[inline(always)]
     pub(crate) fn heap_free(&mut self, i: u32, os: &OsCounters) {
         if self.heap.parked == NIL {
-            if let Some(&b) = self.table.get(i) {
-                if let Place::Heap(s) = b.place {
-                    if b.lo == NIL && b.hi != NIL && self.heap.segs[s as usize].live == 1 {
-                        self.heap_park(i, s, os);
-                        return;
-                    }
-                }
+            if let Some(s) = self.parks_on_free(i) {
+                self.heap_park(i, s, os);
+                return;
             }
         }
         self.heap_free_general(i, os);
+    }
+
+    /// The segment of live heap piece `i` when freeing it parks it: it is
+    /// the segment's only live piece and lies at its base, with free space
+    /// above it.
+    #[inline(always)]
+    fn parks_on_free(&self, i: u32) -> Option<u32> {
+        let b = self.table.get(i)?;
+        let Place::Heap(s) = b.place else { return None };
+        (b.lo == NIL && b.hi != NIL && self.heap.segs[s as usize].live == 1).then_some(s)
     }
 
     /// Piece `i`, the only live one of segment `s` and at its base, is
@@ -564,15 +566,15 @@ impl ArenaState {
     #[inline(never)]
     fn heap_free_general(&mut self, i: u32, os: &OsCounters) {
         self.unpark();
-        let (place, lo, hi) = {
-            let b = self.table.at(i);
-            (b.place, b.lo, b.hi)
-        };
-        let Place::Heap(s) = place else { return };
-        if self.heap.segs[s as usize].live == 1 && lo == NIL && hi != NIL {
+        if let Some(s) = self.parks_on_free(i) {
             self.heap_park(i, s, os);
             return;
         }
+        let (place, lo) = {
+            let b = self.table.at(i);
+            (b.place, b.lo)
+        };
+        let Place::Heap(s) = place else { return };
         self.held_buffers -= 1;
         self.clock += 1;
         let stamp = self.clock << STAMP_SEQ_BITS;
