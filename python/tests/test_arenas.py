@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import warmarena as wa
+from conftest import state
 
 STATS_FIELDS = {
     "live_bytes", "live_buffers", "retained_bytes", "retained_buffers",
@@ -13,12 +14,6 @@ STATS_FIELDS = {
     "trimmed_bytes", "retention_cap", "leased_bytes", "leases", "copies",
     "copied_bytes", "mapped_bytes", "locked_operations", "os",
 }
-
-def state(stats):
-    """An arena's stats without `locked_operations`, which every call
-    (reading the stats included) moves whether or not it changes anything."""
-    return {k: v for k, v in stats.items() if k != "locked_operations"}
-
 
 DTYPES = ["float32", "float16", "float64", "int64", "int32", "int16", "int8",
           "uint8", "uint16", "uint32", "uint64", "bool"]

@@ -11,12 +11,7 @@ import pytest
 from numpy._core.multiarray import get_handler_name
 
 import warmarena as wa
-
-
-def state(stats):
-    """An arena's stats without `locked_operations`, which every call
-    (reading the stats included) moves whether or not it changes anything."""
-    return {k: v for k, v in stats.items() if k != "locked_operations"}
+from conftest import state
 
 N = 4 << 20  # 16 MiB of float32
 

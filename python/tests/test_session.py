@@ -7,12 +7,7 @@ import numpy as np
 import pytest
 
 import warmarena as wa
-
-
-def state(stats):
-    """An arena's stats without `locked_operations`, which every call
-    (reading the stats included) moves whether or not it changes anything."""
-    return {k: v for k, v in stats.items() if k != "locked_operations"}
+from conftest import state
 
 
 def check(session, x, out):
