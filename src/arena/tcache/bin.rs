@@ -8,8 +8,18 @@
 //! through the buffers would read the freed buffer's first line (a miss for
 //! a buffer freed long ago, and a write into memory a flush may release).
 
-/// Most entries a bin holds, whatever its class.
+/// Most entries a bin holds, whatever its class. A power of two: an
+/// index masked with `BIN_SLOTS - 1` is in bounds, so the hit's slot
+/// access needs no bounds check (and no `unsafe`).
 pub(crate) const BIN_SLOTS: usize = 32;
+const _: () = assert!(BIN_SLOTS.is_power_of_two());
+
+/// `n` as an index into a bin's slots: `n` itself for every `n` the bin
+/// can hold (`len <= limit <= BIN_SLOTS`).
+#[inline(always)]
+const fn slot_index(n: u32) -> usize {
+    n as usize & (BIN_SLOTS - 1)
+}
 
 /// Bytes a bin may hold: larger classes hold fewer entries (at least one).
 pub(crate) const BIN_BYTES: usize = 128 << 10;
@@ -115,8 +125,8 @@ impl Bin {
     pub(crate) fn pop(&mut self) -> Option<Slot> {
         let n = self.len.checked_sub(1)?;
         self.len = n;
-        // `n < len <= BIN_SLOTS`: the index is in bounds.
-        self.slots.get(n as usize).copied()
+        // `n < len <= BIN_SLOTS`: the masked index is `n` itself.
+        Some(self.slots[slot_index(n)])
     }
 
     /// Adds `s` as the newest entry; `false` (and no change) when full.
@@ -125,12 +135,10 @@ impl Bin {
         if self.len >= self.limit {
             return false;
         }
-        if let Some(e) = self.slots.get_mut(self.len as usize) {
-            *e = s;
-            self.len += 1;
-            return true;
-        }
-        false
+        // `len < limit <= BIN_SLOTS`: the masked index is `len` itself.
+        self.slots[slot_index(self.len)] = s;
+        self.len += 1;
+        true
     }
 
     /// Removes the `n` oldest entries (all when fewer), handing each to
