@@ -145,27 +145,39 @@ fn lookup_tagged(addr: usize) -> Owner {
     let Some((top, i)) = split(addr) else {
         return Owner::NONE;
     };
-    let leaf = top_slot(top).load(Ordering::Acquire);
-    if leaf.is_null() {
-        return Owner::NONE;
+    match installed_entry(top, i) {
+        Some(e) => Owner(e.load(Ordering::Acquire)),
+        None => Owner::NONE,
     }
-    // SAFETY: installed leaves are never freed or moved, and each was mapped
-    // zeroed (a valid all-null array of atomics) before its release-store.
-    Owner(unsafe { (*leaf)[i].load(Ordering::Acquire) })
+}
+
+/// Entry `i` (`< LEAF_LEN`, from `split`) of `leaf`, a top-level entry's
+/// value; `None` when no leaf is installed there. Only the entry is
+/// borrowed, never the whole leaf (a reference to it makes Miri's borrow
+/// tracker walk its 65 536 atomics at each call, as for [`TOP`]).
+#[inline(always)]
+fn leaf_entry(leaf: *mut Leaf, i: usize) -> Option<&'static AtomicPtr<()>> {
+    if leaf.is_null() {
+        return None;
+    }
+    // SAFETY: a non-null top-level entry is an installed leaf, never freed
+    // or moved, mapped zeroed (a valid all-null array of atomics) before
+    // its release-store; `i < LEAF_LEN`, so the place is inside it.
+    Some(unsafe { &(*leaf)[i] })
+}
+
+/// Entry `i` of the leaf for region `top`, if that leaf is installed.
+#[inline(always)]
+fn installed_entry(top: usize, i: usize) -> Option<&'static AtomicPtr<()>> {
+    leaf_entry(top_slot(top).load(Ordering::Acquire), i)
 }
 
 /// Entry `i` of the leaf for region `top`, mapping the leaf on first use;
-/// `None` if the OS refused. Only the entry is borrowed, never the whole
-/// leaf (a reference to it makes Miri's borrow tracker walk its 65 536
-/// atomics at each call, as for [`TOP`]).
+/// `None` if the OS refused.
 fn entry(top: usize, i: usize) -> Option<&'static AtomicPtr<()>> {
-    let mut leaf = top_slot(top).load(Ordering::Acquire);
-    if leaf.is_null() {
-        leaf = map_leaf(top)?;
-    }
-    // SAFETY: see `lookup`; `i < LEAF_LEN` (from `split`), so the place is
-    // inside the leaf, and installed leaves live forever.
-    Some(unsafe { &(*leaf)[i] })
+    let leaf = top_slot(top).load(Ordering::Acquire);
+    let leaf = if leaf.is_null() { map_leaf(top)? } else { leaf };
+    leaf_entry(leaf, i)
 }
 
 /// Maps and installs the leaf for region `top` (or finds the one another
@@ -222,15 +234,9 @@ pub(crate) fn register(base: usize, len: usize, owner: Owner) -> bool {
 /// before the mapping is unmapped.
 pub(crate) fn unregister(base: usize, len: usize, owner: Owner) {
     for g in whole_granules(base, len) {
-        let Some((top, i)) = split(g << GRANULE_BITS) else {
+        let Some(e) = split(g << GRANULE_BITS).and_then(|(top, i)| installed_entry(top, i)) else {
             continue;
         };
-        let l = top_slot(top).load(Ordering::Acquire);
-        if l.is_null() {
-            continue;
-        }
-        // SAFETY: see `lookup`.
-        let e = unsafe { &(*l)[i] };
         let cur = e.load(Ordering::Relaxed);
         if Owner(cur).untag().0 == owner {
             let _ = e.compare_exchange(cur, null_mut(), Ordering::Release, Ordering::Relaxed);

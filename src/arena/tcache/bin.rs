@@ -18,6 +18,7 @@ const _: () = assert!(BIN_SLOTS.is_power_of_two());
 /// can hold (`len <= limit <= BIN_SLOTS`).
 #[inline(always)]
 const fn slot_index(n: u32) -> usize {
+    debug_assert!((n as usize) < BIN_SLOTS);
     n as usize & (BIN_SLOTS - 1)
 }
 
