@@ -2,9 +2,9 @@
 //! the block table, for unit tests and the fuzz model. Two passes over the
 //! table and one over each class's list; never called on an allocation path.
 
-use super::blocks::{BlockState, Place, DEDICATED};
+use super::blocks::{BlockState, Place, DEDICATED, NIL};
 use super::state::ArenaState;
-use crate::size_class::CLASS_COUNT;
+use crate::size_class::{capacity, CLASS_COUNT};
 
 impl ArenaState {
     /// Checks that the counters, lists, bitmap, address index and runs
@@ -28,8 +28,15 @@ impl ArenaState {
                     None => return Err(format!("block {i}: class {} out of range", b.class)),
                 }
             }
-            // Free heap extents need no entry (and stale ones may remain).
-            let indexed = self.by_addr.get(&b.addr) == Some(&i);
+            // Free heap extents need no entry (and stale ones may remain);
+            // a run's blocks are indexed by their slots, not by address.
+            let indexed = match b.place {
+                Place::Run(_) => {
+                    self.run_index.block_at(b.addr) == Some(i)
+                        && !self.by_addr.contains_key(&b.addr)
+                }
+                _ => self.by_addr.get(&b.addr) == Some(&i),
+            };
             if !indexed && b.state != BlockState::Extent {
                 return Err(format!(
                     "block {i} ({:?}) at {:#x}: indexed {indexed}",
@@ -74,6 +81,7 @@ impl ArenaState {
                 self.held_bytes, self.held_buffers
             ));
         }
+        self.check_run_index()?;
         for (r, run) in self.runs.iter().enumerate() {
             if run.active != active[r] {
                 return Err(format!(
@@ -115,10 +123,13 @@ impl ArenaState {
             }
         }
         self.check_heap()?;
-        if self.cached_bytes > self.caches.len() * (CLASS_COUNT << 20) {
+        self.check_depot()?;
+        let in_caches = self.cached_bytes.checked_sub(self.depot.bytes());
+        if in_caches.map_or(true, |b| b > self.caches.len() * (CLASS_COUNT << 20)) {
             return Err(format!(
-                "cached bytes {} beyond any cache",
-                self.cached_bytes
+                "cached bytes {} beyond any cache (depot {})",
+                self.cached_bytes,
+                self.depot.bytes()
             ));
         }
         Ok(())
@@ -126,6 +137,87 @@ impl ArenaState {
 }
 
 impl ArenaState {
+    /// The depot (`tcache/depot.rs`): each entry a live run block of its
+    /// class at its address, none twice, the totals summed, room for every
+    /// block of the class, and empty while closed.
+    fn check_depot(&self) -> Result<(), String> {
+        let mut seen = std::collections::HashSet::new();
+        let (mut bytes, mut n) = (0, 0);
+        let mut carved = [0usize; CLASS_COUNT];
+        for b in self.table.iter() {
+            if let (Place::Run(_), Some(k)) = (b.place, carved.get_mut(usize::from(b.class))) {
+                *k += 1;
+            }
+        }
+        for (c, &blocks) in carved.iter().enumerate() {
+            let (slots, room) = self.depot.class(c);
+            if room < blocks {
+                return Err(format!("depot class {c}: room {room} for {blocks} blocks"));
+            }
+            for s in slots {
+                match self.table.get(s.block) {
+                    Some(b)
+                        if b.state == BlockState::Live
+                            && b.addr == s.addr
+                            && usize::from(b.class) == c
+                            && matches!(b.place, Place::Run(_)) => {}
+                    b => return Err(format!("depot class {c}: {s:?} is {b:?}")),
+                }
+                if !seen.insert(s.block) {
+                    return Err(format!("depot: block {} kept twice", s.block));
+                }
+                bytes += capacity(c);
+                n += 1;
+            }
+        }
+        if (bytes, n) != (self.depot.bytes(), self.depot.buffers()) {
+            return Err(format!(
+                "depot holds {bytes} B / {n}, counted {} B / {}",
+                self.depot.bytes(),
+                self.depot.buffers()
+            ));
+        }
+        if n > 0 && !self.depot_open() {
+            return Err(format!("depot closed with {n} buffers"));
+        }
+        Ok(())
+    }
+
+    /// The run index (`run_index.rs`): one entry per small-class run, each
+    /// carved slot naming a block of that run at the slot's address, the
+    /// slots below the run's carved mark carved and none above it.
+    fn check_run_index(&self) -> Result<(), String> {
+        let mut indexed = 0;
+        for (r, base, cap, slots) in self.run_index.runs() {
+            indexed += 1;
+            let Some(run) = self.runs.get(r as usize) else {
+                return Err(format!("run index: run {r} out of range"));
+            };
+            if run.segment || run.base != base || capacity(usize::from(run.class)) != cap {
+                return Err(format!("run index: run {r} at {base:#x} is not {run:?}"));
+            }
+            for (k, &i) in slots.iter().enumerate() {
+                let addr = base + k * cap;
+                let carved = addr + cap <= base + run.carved;
+                if i == NIL {
+                    if carved {
+                        return Err(format!("run {r}: carved slot {k} has no block"));
+                    }
+                    continue;
+                }
+                match self.table.get(i) {
+                    Some(b) if carved && b.addr == addr && b.place == Place::Run(r) => {}
+                    b => return Err(format!("run {r}: slot {k} names block {i}: {b:?}")),
+                }
+            }
+        }
+        let runs = self.runs.iter().filter(|r| !r.segment).count();
+        if indexed != runs {
+            return Err(format!("run index has {indexed} runs, the arena {runs}"));
+        }
+        Ok(())
+    }
+
     /// The execution heap's invariants (`heap.rs`): each segment tiled from
     /// its base by pieces in address order, no two free extents adjacent,
     /// every live piece below the mark, idle exactly when nothing is live

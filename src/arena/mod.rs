@@ -65,6 +65,7 @@ mod ready;
 mod release;
 mod reserve;
 mod reuse;
+mod run_index;
 pub(crate) mod shared;
 pub(crate) mod state;
 pub(crate) mod tcache;

@@ -67,6 +67,20 @@ impl ArenaState {
         true
     }
 
+    /// The block a free of `addr` returns (`i`, or the one indexed at
+    /// `addr` when `i` is `NIL`; `NIL` when none) and one byte of its
+    /// record, read now: a batch of frees reads every record before it
+    /// frees any, so the reads' cache misses overlap.
+    #[inline]
+    pub(crate) fn block_ahead(&self, i: u32, addr: usize) -> (u32, u8) {
+        let i = if i == NIL {
+            self.indexed_block(addr).unwrap_or(NIL)
+        } else {
+            i
+        };
+        (i, self.table.get(i).map_or(0, |b| b.state as u8))
+    }
+
     /// Returns live small block `i` (or the one at `addr` when `i` is
     /// `NIL`) that a thread cache held, freed by its user at `stamp` (see
     /// [`STAMP_SEQ_BITS`]): it takes its place in free order, so eviction
@@ -96,6 +110,34 @@ impl ArenaState {
         b.freed_at = stamp;
         self.warm.insert_by_stamp(&mut self.table, c, i);
         i
+    }
+
+    /// Whether a cache's flush may keep its buffers in the depot
+    /// (`tcache/depot.rs`): not once the arena is orphaned (its last
+    /// buffers must come back as frees, so the body can go) and not under
+    /// a retention cap (depot buffers are not in the eviction order).
+    #[inline]
+    pub(crate) fn depot_open(&self) -> bool {
+        !self.orphaned && self.config.retention_cap == usize::MAX
+    }
+
+    /// Frees every depot buffer into its class's free list at its free
+    /// stamp, as a cache's flush would have: for a trim, a retention cap
+    /// and an orphaned arena, which work on the free lists.
+    pub(crate) fn settle_depot(&mut self) {
+        if self.depot.buffers() == 0 {
+            return;
+        }
+        // Taken out and put back to borrow the lists beside the state (an
+        // empty depot allocates nothing; the lists keep their room).
+        let mut depot = core::mem::take(&mut self.depot);
+        depot.drain(|c, s| {
+            let i = self.free_cached(s.block, s.addr, s.stamp);
+            debug_assert!(i != NIL, "a depot buffer was not live");
+            self.cached_bytes -= crate::size_class::capacity(c);
+            self.cache_flushed += 1;
+        });
+        self.depot = depot;
     }
 
     /// A dedicated mapping goes back to the OS as soon as it is freed.
@@ -248,6 +290,7 @@ impl ArenaState {
     /// Releases every retained buffer (of the heap: every releasable
     /// extent, see `heap.rs`); returns the bytes released.
     pub(crate) fn trim(&mut self, os: &OsCounters) -> usize {
+        self.settle_depot();
         let mut total = 0;
         while let Some(c) = self.warm.classes.first_in(0, CLASS_COUNT - 1) {
             total += self.evict(self.warm.oldest(c), os);
@@ -262,6 +305,7 @@ impl ArenaState {
     /// false; returns the bytes released. Pattern mode calls it once a new
     /// block exists, to give back what the learning run's buffers hold.
     pub(crate) fn trim_classes(&mut self, keep: impl Fn(Class) -> bool, os: &OsCounters) -> usize {
+        self.settle_depot();
         let mut total = 0;
         let mut from = 0;
         while let Some(c) = self.warm.classes.first_in(from, CLASS_COUNT - 1) {
@@ -285,6 +329,9 @@ impl ArenaState {
     pub(crate) fn set_retention_cap(&mut self, cap: usize, os: &OsCounters) {
         self.config.retention_cap = cap;
         self.stats.retention_cap = cap;
+        if !self.depot_open() {
+            self.settle_depot();
+        }
         self.enforce_cap(os);
     }
 }

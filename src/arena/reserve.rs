@@ -93,6 +93,8 @@ impl ArenaState {
             return Ok(self.revive_cold(class, i));
         }
         self.room_for_one_block(cap)?;
+        // The depot can keep every block of the class (`tcache/depot.rs`).
+        self.depot.reserve_one(class).map_err(|_| NO_ROOM(cap))?;
         // Every block of a class is aligned to the largest power of two that
         // divides its capacity (at most MAX_ALIGN), the same guarantee the
         // other placements give: a class then serves a request of alignment
@@ -177,9 +179,14 @@ impl ArenaState {
     }
 
     fn grant_new(&mut self, b: Block) -> Grant {
-        let (addr, cap) = (b.addr, b.cap);
+        let (addr, cap, place) = (b.addr, b.cap, b.place);
         let i = self.table.insert(b);
-        self.by_addr.insert(addr, i);
+        if let Place::Run(_) = place {
+            let indexed = self.run_index.set(addr, i);
+            debug_assert!(indexed, "a run's block starts one of its slots");
+        } else {
+            self.by_addr.insert(addr, i);
+        }
         self.note_new_live(cap);
         Grant {
             // SAFETY: `addr` is inside a mapping the OS layer returned as non-null.
@@ -200,9 +207,12 @@ impl ArenaState {
             return Ok(self.revive_cold(class, i));
         }
         self.room_for_one_block(cap)?;
+        // The depot can keep every block of the class (`tcache/depot.rs`).
+        self.depot.reserve_one(class).map_err(|_| NO_ROOM(cap))?;
         let mut r = self.current_run[class];
         if r == NIL || self.runs[r as usize].carved + cap > self.runs[r as usize].len {
             self.runs.try_reserve(1).map_err(|_| NO_ROOM(cap))?;
+            self.run_index.reserve(cap).map_err(|_| NO_ROOM(cap))?;
             let base = self.cut_run(cap, os)?;
             // The run's granules name its class too (a free finds it by
             // address). They are the region's, registered already, so this
@@ -219,6 +229,7 @@ impl ArenaState {
                 segment: false,
             });
             r = (self.runs.len() - 1) as u32;
+            self.run_index.add_run(r, base, cap);
             self.current_run[class] = r;
         }
         let run = &mut self.runs[r as usize];

@@ -45,9 +45,32 @@ impl ArenaState {
             if class >= HEAP_FIRST_CLASS && self.heap_serves() {
                 return self.heap_take_warm(size, align, os);
             }
-            return None;
+            return self.take_from_depot(class, align);
         }
         Some(self.take_tail(class, size, os))
+    }
+
+    /// A small buffer of `class` from the depot (`tcache/depot.rs`), the
+    /// newest, when the class's free list is empty: what the thread caches
+    /// gave back serves requests that come without a cache too, so none of
+    /// it goes unused while the arena maps more.
+    #[inline(never)]
+    fn take_from_depot(&mut self, class: Class, align: usize) -> Option<Grant> {
+        if !serves_alignment(class, align) {
+            return None;
+        }
+        let s = self.depot.pop(class)?;
+        let cap = capacity(class);
+        // Live to its record and counted live already: only no longer cached.
+        self.note_uncached(cap);
+        Some(Grant {
+            // SAFETY: depot entries are buffers the arena carved: never null.
+            ptr: unsafe { NonNull::new_unchecked(s.addr as *mut u8) },
+            cap,
+            block: s.block,
+            fresh: false,
+            warm: true,
+        })
     }
 
     /// Moves up to `n` of class `c`'s retained buffers, newest first, to a

@@ -728,6 +728,7 @@ impl Drop for CoreHandle {
             ArenaCore::locked_last_out(self.0, |st, core| {
                 tcache::flush_own(st, core);
                 st.orphaned = true;
+                st.settle_depot();
                 let e = core.epoch.load(Relaxed);
                 core.epoch.store(tcache::epoch::orphaned(e), Relaxed);
                 if st.cached_bytes > 0 || !st.caches.is_empty() {

@@ -8,7 +8,8 @@ use super::config::ArenaConfig;
 use super::heap::Heap;
 use super::owners::{self, Owner};
 use super::pins::PinTable;
-use super::tcache::Cache;
+use super::run_index::RunIndex;
+use super::tcache::{Cache, Depot};
 use super::warm::WarmSets;
 use crate::os::{self, OsCounters};
 use crate::size_class::CLASS_COUNT;
@@ -108,8 +109,11 @@ pub(crate) struct ArenaState {
     /// here (on the free path) never allocates.
     pub idle_segments: Vec<u32>,
     /// Live buffers by address (and every own-class block, free or not;
-    /// heap extents are found through their neighbours instead).
+    /// heap extents are found through their neighbours instead), except
+    /// small-class blocks: those are in `run_index`.
     pub by_addr: AddrMap,
+    /// Small-class blocks by address, by arithmetic on their runs.
+    pub run_index: RunIndex,
     /// Buffers of 64 KiB and more go to the execution heap (`heap.rs`)
     /// rather than to own-class lists: set for execution arenas not in
     /// pattern mode.
@@ -135,6 +139,9 @@ pub(crate) struct ArenaState {
     /// Bytes of buffers in thread caches, as the caches last published
     /// them: the arena counts them live, its peak does not.
     pub cached_bytes: usize,
+    /// Small buffers the caches gave back, kept for their next refills
+    /// (`tcache/depot.rs`): live to their records, in `cached_bytes`.
+    pub depot: Depot,
     /// Frees the arena performed for cache flushes (already counted as
     /// frees by the caches).
     pub cache_flushed: u64,
@@ -185,6 +192,7 @@ impl ArenaState {
             current_segment: NIL,
             idle_segments: Vec::new(),
             by_addr: AddrMap::default(),
+            run_index: RunIndex::default(),
             heap_on: false,
             heap_thread: 0,
             heap: Heap::default(),
@@ -199,6 +207,7 @@ impl ArenaState {
             pattern: None,
             caches: CacheList::default(),
             cached_bytes: 0,
+            depot: Depot::default(),
             cache_flushed: 0,
             absorbed_frees: 0,
             peak_absorbed: 0,
@@ -270,6 +279,15 @@ impl ArenaState {
         }
     }
 
+    /// A buffer counted in `cached_bytes` is live to its user again.
+    #[inline]
+    pub(crate) fn note_uncached(&mut self, cap: usize) {
+        self.cached_bytes -= cap;
+        if self.stats.live_bytes > self.stats.peak_live_bytes {
+            self.note_peak();
+        }
+    }
+
     #[inline]
     pub(crate) fn note_dead(&mut self, cap: usize) {
         self.stats.live_bytes -= cap;
@@ -278,9 +296,20 @@ impl ArenaState {
 
     /// The block that starts at `addr`, if it is live.
     pub(crate) fn live_block_at(&self, addr: usize) -> Option<u32> {
-        let i = *self.by_addr.get(&addr)?;
+        let i = self.indexed_block(addr)?;
         let b = self.table.get(i)?;
         (b.state == BlockState::Live && b.addr == addr).then_some(i)
+    }
+
+    /// The block indexed at `addr` (live or not): a small-class run's slot
+    /// when a run holds `addr`, else the address index's entry.
+    #[inline]
+    pub(crate) fn indexed_block(&self, addr: usize) -> Option<u32> {
+        if self.run_index.holds(addr) {
+            self.run_index.block_at(addr)
+        } else {
+            self.by_addr.get(&addr).copied()
+        }
     }
 
     /// Gives every mapping back to the OS. Called once, when the last handle
@@ -309,6 +338,7 @@ impl ArenaState {
             }
         }
         self.runs.clear();
+        self.run_index.clear();
         self.run_regions.clear();
         self.heap.segs.clear();
         self.stats.mapped_bytes = 0;

@@ -34,12 +34,14 @@
 //! they were written for; `link.rs` has its own model.
 
 mod bin;
+mod depot;
 pub(crate) mod epoch;
 mod link;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
 use self::bin::{Bin, Slot};
+pub(crate) use self::depot::Depot;
 pub(crate) use self::epoch::{epoch_flags, first_epoch, ORPHANED};
 use self::link::Link;
 use super::blocks::NIL;
@@ -499,9 +501,66 @@ fn flush(st: &mut ArenaState, core: &ArenaCore, o: &mut Own, n: usize, trim: boo
     }
 }
 
-/// Gives back the `n` oldest buffers of bin `c`.
+/// Gives back the `n` oldest buffers of bin `c`: into the arena's depot
+/// as they are (`depot.rs`) when it is open and has room, else each into
+/// its class's free list.
 fn give_back(st: &mut ArenaState, core: &ArenaCore, o: &mut Own, c: Class, n: usize, trim: bool) {
     let cap = capacity(c);
+    let n = n.min(o.bins[c].len());
+    let (moved, freed) = if !trim && st.depot_open() && st.depot.room(c) >= n {
+        keep_in_depot(st, o, c, n)
+    } else {
+        free_to_lists(st, core, o, c, n, trim)
+    };
+    o.held -= Held::one(cap) * moved as u64;
+    o.published -= moved * cap;
+    // Buffers kept in the depot stay in `cached_bytes`.
+    st.cached_bytes -= freed * cap;
+    st.cache_flushed += freed as u64;
+}
+
+/// Moves the `n` oldest buffers of bin `c` into the depot (which has room
+/// for them); returns how many left the bin and how many of those the
+/// arena freed instead (none, but for an address no block starts at).
+fn keep_in_depot(st: &mut ArenaState, o: &mut Own, c: Class, n: usize) -> (usize, usize) {
+    let (depot, index) = (&mut st.depot, &st.run_index);
+    let (mut moved, mut lost) = (0usize, 0usize);
+    o.bins[c].drain_oldest(n, |s| {
+        moved += 1;
+        let block = if s.block == NIL {
+            index.block_at(s.addr).unwrap_or(NIL)
+        } else {
+            s.block
+        };
+        debug_assert!(block != NIL, "a cached buffer starts a carved slot");
+        if block == NIL || !depot.push(c, Slot { block, ..s }) {
+            lost += 1;
+        }
+    });
+    (moved, lost)
+}
+
+/// Frees the `n` oldest buffers of bin `c` into their class's free list
+/// (with `trim`, releasing their pages); returns how many left the bin and
+/// how many the arena freed (all of them).
+fn free_to_lists(
+    st: &mut ArenaState,
+    core: &ArenaCore,
+    o: &mut Own,
+    c: Class,
+    n: usize,
+    trim: bool,
+) -> (usize, usize) {
+    // Every record the batch frees, read first: those reads do not depend
+    // on one another, so their cache misses overlap, where each free below
+    // waits on the list links of the one before.
+    let mut seen = 0u8;
+    for s in o.bins[c].oldest_mut(n) {
+        let (i, state) = st.block_ahead(s.block, s.addr);
+        s.block = i;
+        seen ^= state;
+    }
+    core::hint::black_box(seen);
     let mut moved = 0usize;
     o.bins[c].drain_oldest(n, |s| {
         moved += 1;
@@ -512,10 +571,7 @@ fn give_back(st: &mut ArenaState, core: &ArenaCore, o: &mut Own, c: Class, n: us
             st.stats.trimmed_bytes += bytes;
         }
     });
-    o.held -= Held::one(cap) * moved as u64;
-    st.cache_flushed += moved as u64;
-    st.cached_bytes -= moved * cap;
-    o.published -= moved * cap;
+    (moved, moved)
 }
 
 #[cold]
@@ -535,7 +591,16 @@ fn allocate_slow(core: &ArenaCore, c: Class) -> Option<Grant> {
     let cap = capacity(c);
     let batch = o.bins[c].batch();
     let bin = &mut o.bins[c];
-    let got = st.take_for_cache(c, batch, |addr, block, stamp| {
+    // The depot's buffers first (no block record to touch; they are in
+    // `cached_bytes` already), then the class's free list.
+    let mut got = 0;
+    while got < batch {
+        let Some(s) = st.depot.pop(c) else { break };
+        let pushed = bin.push(s);
+        debug_assert!(pushed, "an empty bin holds a batch");
+        got += 1;
+    }
+    got += st.take_for_cache(c, batch - got, |addr, block, stamp| {
         let pushed = bin.push(Slot { addr, block, stamp });
         debug_assert!(pushed, "an empty bin holds a batch");
     });
@@ -840,6 +905,9 @@ impl ArenaState {
             t.frees += c.counters.frees.load(Relaxed);
             t.peak = t.peak.max(c.counters.peak.load(Relaxed));
         }
+        // The depot's buffers are retained like cached ones.
+        t.held_bytes += self.depot.bytes();
+        t.held_buffers += self.depot.buffers();
         t.peak = t.peak.max(self.peak_absorbed);
         t.frees += self.absorbed_frees;
         t.flushed = self.cache_flushed;

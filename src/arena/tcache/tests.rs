@@ -325,3 +325,115 @@ fn a_small_class_with_a_large_alignment_reuses_the_cached_buffer() {
     drop(y);
     assert_eq!(a.check_invariants(), Ok(()));
 }
+
+/// `n` buffers of `size` bytes allocated and freed on a thread of their
+/// own, which exits: its cache's flushes leave them in the arena's depot.
+fn through_another_threads_cache(a: &ExecutionArena, n: usize, size: usize) {
+    let a2 = a.clone();
+    std::thread::spawn(move || {
+        let v: Vec<_> = (0..n).map(|_| a2.allocate(size, 8).unwrap()).collect();
+        drop(v);
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn flushed_buffers_wait_in_the_depot_and_count_as_retained() {
+    let a = arena();
+    let n = if cfg!(miri) { 40 } else { 300 };
+    through_another_threads_cache(&a, n, 16);
+    let cap = 16;
+    {
+        let st = a.core.lock();
+        assert_eq!(st.depot.buffers(), n, "every flush went to the depot");
+        assert_eq!((st.depot.bytes(), st.cached_bytes), (n * cap, n * cap));
+    }
+    let s = a.stats();
+    assert_eq!((s.live_bytes, s.live_buffers), (0, 0));
+    assert_eq!((s.retained_bytes, s.retained_buffers), (n * cap, n));
+    assert_eq!(s.frees, n as u64);
+    assert_eq!(a.check_invariants(), Ok(()));
+    // This thread's refills take them: nothing new is carved or mapped.
+    let before = a.stats();
+    let v: Vec<_> = (0..n).map(|_| a.allocate(16, 8).unwrap()).collect();
+    let s = a.stats();
+    assert_eq!(s.cold_allocations, before.cold_allocations);
+    assert_eq!(s.os, before.os, "no system call");
+    assert_eq!(a.core.lock().depot.buffers(), 0);
+    assert_eq!((s.live_bytes, s.peak_live_bytes), (n * cap, n * cap));
+    drop(v);
+    assert_eq!(a.check_invariants(), Ok(()));
+}
+
+#[test]
+fn a_request_without_a_cache_is_served_from_the_depot() {
+    let a = arena();
+    let n = if cfg!(miri) { 40 } else { 300 };
+    through_another_threads_cache(&a, n, 100);
+    let before = a.stats();
+    let a2 = a.clone();
+    let got = std::thread::spawn(move || {
+        // A thread that caches for as many other arenas as it can serves
+        // this one through the shared path, under the lock.
+        let others: Vec<_> = (0..super::SLOTS).map(|_| arena()).collect();
+        let held: Vec<_> = others.iter().map(|o| o.allocate(64, 8).unwrap()).collect();
+        let locked = a2.stats().locked_operations;
+        let v: Vec<_> = (0..n).map(|_| a2.allocate(100, 8).unwrap()).collect();
+        let s = a2.stats();
+        assert!(s.locked_operations >= locked + n as u64, "uncached");
+        drop((v, held));
+        s
+    })
+    .join()
+    .unwrap();
+    assert_eq!(
+        got.cold_allocations, before.cold_allocations,
+        "all from the depot"
+    );
+    assert_eq!(got.os, before.os, "no system call");
+    assert_eq!(a.check_invariants(), Ok(()));
+}
+
+#[test]
+fn trim_and_a_dropped_arena_reach_the_depot() {
+    let a = arena();
+    let id = a.core.id;
+    let n = if cfg!(miri) { 40 } else { 300 };
+    through_another_threads_cache(&a, n, 16);
+    let releases = a.stats().os.page_releases;
+    assert_eq!(a.trim(), n * 16);
+    let s = a.stats();
+    assert_eq!((s.retained_bytes, s.retained_buffers), (0, 0));
+    assert!(s.os.page_releases > releases, "the run's pages went back");
+    assert_eq!(a.core.lock().depot.buffers(), 0);
+    assert_eq!(a.check_invariants(), Ok(()));
+    // Again into the depot, then the last handle goes: the depot's buffers
+    // are freed with the arena, which goes exactly once.
+    through_another_threads_cache(&a, n, 16);
+    assert_eq!(a.core.lock().depot.buffers(), n);
+    drop(a);
+    assert_eq!(destroyed::count(id), 1, "freed exactly once");
+}
+
+#[test]
+fn a_retention_cap_closes_the_depot() {
+    let a = arena();
+    let n = if cfg!(miri) { 40 } else { 300 };
+    through_another_threads_cache(&a, n, 16);
+    a.set_retention_cap(1 << 30);
+    assert_eq!(
+        a.core.lock().depot.buffers(),
+        0,
+        "settled into the free lists"
+    );
+    through_another_threads_cache(&a, n, 16);
+    assert_eq!(
+        a.core.lock().depot.buffers(),
+        0,
+        "flushes free into the lists"
+    );
+    let s = a.stats();
+    assert_eq!((s.retained_buffers, s.live_buffers), (n, 0));
+    assert_eq!(a.check_invariants(), Ok(()));
+}

@@ -1,0 +1,191 @@
+//! Small-class blocks found from their address by arithmetic: a run is
+//! `RUN_LEN`-aligned and cut into slots of one capacity, so an address
+//! names its run (`addr / RUN_LEN`) and its slot (`offset / capacity`).
+//! The index keeps one entry per run (a small map that stays in cache)
+//! and one block number per slot, in one array, each run's slots
+//! together. It replaces a per-buffer hash entry: with hundreds of
+//! thousands of small live buffers, a free by address (the scoped global
+//! allocator's, allocator-api2's) missed the cache on that hash table.
+//!
+//! Pure bookkeeping: no OS, no unsafe. It grows only when a run is made
+//! (a cold allocation); the warm path only reads it and writes slots
+//! that exist.
+
+use super::blocks::NIL;
+use super::RUN_LEN;
+use core::hash::{BuildHasherDefault, Hasher};
+use std::collections::HashMap;
+
+/// A hasher for run numbers (`base / RUN_LEN`): distinct, mostly
+/// consecutive integers, which one odd multiply keeps distinct in the low
+/// bits the table indexes by.
+#[derive(Default)]
+pub(crate) struct RunHasher(u64);
+
+impl Hasher for RunHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// Where one run's slots are: its number in the arena's run list, its
+/// first slot in [`RunIndex::slots`], its base and capacity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct RunEntry {
+    run: u32,
+    base: usize,
+    cap: usize,
+    first: usize,
+}
+
+/// Small-class runs by address, and each run's blocks by slot.
+#[derive(Debug, Default)]
+pub(crate) struct RunIndex {
+    at: HashMap<usize, RunEntry, BuildHasherDefault<RunHasher>>,
+    /// Each slot's block, `NIL` until the slot is carved.
+    slots: Vec<u32>,
+}
+
+/// How many slots a run of `cap`-byte blocks has.
+fn slot_count(cap: usize) -> usize {
+    RUN_LEN / cap
+}
+
+impl RunIndex {
+    /// Makes room for one more run of `cap`-byte blocks, so that
+    /// [`RunIndex::add_run`] cannot fail; call before the run's OS work.
+    pub(crate) fn reserve(&mut self, cap: usize) -> Result<(), ()> {
+        self.at.try_reserve(1).map_err(|_| ())?;
+        self.slots.try_reserve(slot_count(cap)).map_err(|_| ())
+    }
+
+    /// Records run number `run` at `base` (`RUN_LEN`-aligned), cut into
+    /// `cap`-byte blocks, none carved yet. Never allocates after
+    /// [`RunIndex::reserve`].
+    pub(crate) fn add_run(&mut self, run: u32, base: usize, cap: usize) {
+        debug_assert_eq!(base % RUN_LEN, 0, "runs are RUN_LEN-aligned");
+        debug_assert!(cap > 0 && cap <= RUN_LEN);
+        let first = self.slots.len();
+        self.slots.resize(first + slot_count(cap), NIL);
+        self.at.insert(
+            base / RUN_LEN,
+            RunEntry {
+                run,
+                base,
+                cap,
+                first,
+            },
+        );
+    }
+
+    /// Records that block `block` was carved at `addr` (inside a run
+    /// added before). `false`, and no change, if `addr` is no slot's start.
+    pub(crate) fn set(&mut self, addr: usize, block: u32) -> bool {
+        match self.slot_of(addr) {
+            Some(s) => {
+                self.slots[s] = block;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The slot at `addr`: `None` when no run holds `addr` or `addr` is
+    /// not the start of one of its slots.
+    #[inline]
+    fn slot_of(&self, addr: usize) -> Option<usize> {
+        let e = self.at.get(&(addr / RUN_LEN))?;
+        // Same run number, so `addr >= e.base`.
+        let off = addr - e.base;
+        let k = off / e.cap;
+        (k * e.cap == off && k < slot_count(e.cap)).then_some(e.first + k)
+    }
+
+    /// Whether a small-class run holds `addr` (carved or not).
+    #[inline]
+    pub(crate) fn holds(&self, addr: usize) -> bool {
+        self.at.contains_key(&(addr / RUN_LEN))
+    }
+
+    /// The block carved at `addr`, if `addr` starts a carved slot.
+    #[inline]
+    pub(crate) fn block_at(&self, addr: usize) -> Option<u32> {
+        let i = *self.slots.get(self.slot_of(addr)?)?;
+        (i != NIL).then_some(i)
+    }
+
+    /// The runs indexed: (run number, base, capacity) each, then the
+    /// blocks of its slots in address order (for the invariant checker).
+    pub(crate) fn runs(&self) -> impl Iterator<Item = (u32, usize, usize, &[u32])> {
+        self.at.values().map(|e| {
+            let slots = &self.slots[e.first..e.first + slot_count(e.cap)];
+            (e.run, e.base, e.cap, slots)
+        })
+    }
+
+    /// Forgets every run (the arena gave back all its mappings).
+    pub(crate) fn clear(&mut self) {
+        self.at.clear();
+        self.slots.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: usize = 7 * RUN_LEN;
+
+    #[test]
+    fn a_carved_slot_is_found_from_any_of_its_runs_addresses() {
+        let mut x = RunIndex::default();
+        x.reserve(48).unwrap();
+        x.add_run(3, BASE, 48);
+        x.reserve(16).unwrap();
+        x.add_run(4, BASE + RUN_LEN, 16);
+        assert!(x.set(BASE + 48 * 5, 11));
+        assert!(x.set(BASE + RUN_LEN, 12));
+        assert_eq!(x.block_at(BASE + 48 * 5), Some(11));
+        assert_eq!(x.block_at(BASE + RUN_LEN), Some(12));
+        // Not yet carved, not a slot start, outside every run.
+        assert_eq!(x.block_at(BASE), None);
+        assert_eq!(x.block_at(BASE + 48 * 5 + 16), None);
+        assert_eq!(x.block_at(BASE - 48), None);
+        assert_eq!(x.block_at(BASE + 3 * RUN_LEN), None);
+        assert!(x.holds(BASE + RUN_LEN - 1) && !x.holds(BASE + 2 * RUN_LEN));
+        assert!(!x.set(BASE + 1, 9), "not a slot start");
+        assert!(!x.set(BASE + 2 * RUN_LEN, 9), "no run there");
+        let mut runs: Vec<_> = x.runs().map(|(r, b, c, s)| (r, b, c, s.len())).collect();
+        runs.sort_unstable();
+        assert_eq!(
+            runs,
+            vec![
+                (3, BASE, 48, RUN_LEN / 48),
+                (4, BASE + RUN_LEN, 16, RUN_LEN / 16)
+            ]
+        );
+        x.clear();
+        assert_eq!(x.block_at(BASE + 48 * 5), None);
+    }
+
+    #[test]
+    fn the_tail_past_a_runs_last_whole_slot_is_no_slot() {
+        // 48 does not divide RUN_LEN: the last 16 bytes hold no slot.
+        let mut x = RunIndex::default();
+        x.reserve(48).unwrap();
+        x.add_run(0, BASE, 48);
+        let last = (RUN_LEN / 48 - 1) * 48;
+        assert!(x.set(BASE + last, 1));
+        assert_eq!(x.block_at(BASE + last), Some(1));
+        assert!(!x.set(BASE + last + 48, 2));
+        assert_eq!(x.block_at(BASE + last + 48), None);
+    }
+}

@@ -1,0 +1,170 @@
+//! The arena's depot: small buffers the thread caches gave back, kept per
+//! class as the caches had them (address, block, free stamp), for the next
+//! refill of any thread's cache.
+//!
+//! A flush into the arena's free lists writes each buffer's block record
+//! (its state, stamp and list links) and a refill writes it again. With
+//! hundreds of thousands of small live buffers those records are out of
+//! cache, and the two misses per buffer were most of what a flush and a
+//! refill cost. The depot moves the entries as they are, a few bytes each,
+//! in order: the records are not touched until something needs them in
+//! the free lists ([`super::super::state::ArenaState::settle_depot`]: a
+//! trim, a retention cap, an orphaned arena).
+//!
+//! To the arena a depot buffer is what a cached one is: live in its block
+//! record and counted in `cached_bytes`, retained in `stats()`.
+//!
+//! Room: each class's list has room for every block of the class the
+//! arena ever carved (reserved when one is carved, a cold path), so a push
+//! never allocates. Pure bookkeeping: no atomics, no unsafe.
+
+use super::bin::Slot;
+use super::SMALL_CLASSES;
+use crate::size_class::{capacity, Class};
+
+/// Per small class, the buffers the caches gave back, oldest first.
+#[derive(Debug)]
+pub(crate) struct Depot {
+    lists: [Vec<Slot>; SMALL_CLASSES],
+    /// Per class, the buffers its list must have room for: every block of
+    /// the class carved so far.
+    blocks: [usize; SMALL_CLASSES],
+    bytes: usize,
+    buffers: usize,
+}
+
+impl Default for Depot {
+    fn default() -> Self {
+        Depot {
+            lists: [const { Vec::new() }; SMALL_CLASSES],
+            blocks: [0; SMALL_CLASSES],
+            bytes: 0,
+            buffers: 0,
+        }
+    }
+}
+
+impl Depot {
+    /// Makes room for one more buffer of class `c` (one was just carved).
+    pub(crate) fn reserve_one(&mut self, c: Class) -> Result<(), ()> {
+        let (Some(l), Some(n)) = (self.lists.get_mut(c), self.blocks.get_mut(c)) else {
+            return Ok(());
+        };
+        // Room for all of the class's blocks, the new one too, whatever
+        // the list holds now (`try_reserve` counts from its length).
+        l.try_reserve(*n + 1 - l.len()).map_err(|_| ())?;
+        *n += 1;
+        Ok(())
+    }
+
+    /// Keeps `s`, a buffer of class `c`; `false` (and no change) when the
+    /// class's list has no room left (never, while every carve reserves).
+    #[inline]
+    pub(crate) fn push(&mut self, c: Class, s: Slot) -> bool {
+        let Some(l) = self.lists.get_mut(c) else {
+            return false;
+        };
+        if l.len() == l.capacity() {
+            return false;
+        }
+        l.push(s);
+        self.bytes += capacity(c);
+        self.buffers += 1;
+        true
+    }
+
+    /// The newest buffer of class `c`, if any.
+    #[inline]
+    pub(crate) fn pop(&mut self, c: Class) -> Option<Slot> {
+        let s = self.lists.get_mut(c)?.pop()?;
+        self.bytes -= capacity(c);
+        self.buffers -= 1;
+        Some(s)
+    }
+
+    /// How many more buffers of class `c` fit without allocating.
+    #[inline]
+    pub(crate) fn room(&self, c: Class) -> usize {
+        self.lists.get(c).map_or(0, |l| l.capacity() - l.len())
+    }
+
+    /// Bytes of the buffers kept.
+    #[inline]
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// How many buffers are kept.
+    #[inline]
+    pub(crate) fn buffers(&self) -> usize {
+        self.buffers
+    }
+
+    /// Class `c`'s buffers, oldest first, and the room its list has.
+    pub(crate) fn class(&self, c: Class) -> (&[Slot], usize) {
+        self.lists
+            .get(c)
+            .map_or((&[][..], 0), |l| (&l[..], l.capacity()))
+    }
+
+    /// Removes every buffer, handing each to `f` with its class, oldest
+    /// first within a class. Keeps the lists' room.
+    pub(crate) fn drain(&mut self, mut f: impl FnMut(Class, Slot)) {
+        for (c, l) in self.lists.iter_mut().enumerate() {
+            for s in l.drain(..) {
+                f(c, s);
+            }
+        }
+        self.bytes = 0;
+        self.buffers = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slot(k: usize) -> Slot {
+        Slot {
+            addr: 4096 * (k + 1),
+            block: k as u32,
+            stamp: k as u64,
+        }
+    }
+
+    #[test]
+    fn keeps_buffers_per_class_within_reserved_room() {
+        let mut d = Depot::default();
+        assert!(!d.push(0, slot(0)), "no room before a carve reserved it");
+        for _ in 0..5 {
+            d.reserve_one(0).unwrap();
+        }
+        d.reserve_one(3).unwrap();
+        let room = d.class(0).1;
+        assert!(room >= 5);
+        assert!(d.push(0, slot(0)) && d.pop(0).is_some());
+        d.reserve_one(0).unwrap();
+        assert!(d.class(0).1 >= 6, "room counts every block, not the length");
+        for k in 0..room {
+            assert!(d.push(0, slot(k)));
+        }
+        assert_eq!(d.room(0), 0);
+        assert!(!d.push(0, slot(99)), "a full list refuses");
+        assert!(d.push(3, slot(7)));
+        assert_eq!(d.buffers(), room + 1);
+        assert_eq!(d.bytes(), room * capacity(0) + capacity(3));
+        assert_eq!((d.class(1).0.len(), d.class(3).0.len()), (0, 1));
+        assert_eq!(d.pop(0), Some(slot(room - 1)), "newest first");
+        let mut seen = vec![];
+        d.drain(|c, s| seen.push((c, s.block)));
+        let want: Vec<_> = (0..room - 1)
+            .map(|k| (0, k as u32))
+            .chain([(3, 7)])
+            .collect();
+        assert_eq!(seen, want, "oldest first within a class");
+        assert_eq!((d.bytes(), d.buffers()), (0, 0));
+        assert_eq!(d.class(0).1, room, "room stays");
+        assert_eq!(d.pop(0), None);
+        assert!(d.class(SMALL_CLASSES).0.is_empty() && d.pop(SMALL_CLASSES).is_none());
+    }
+}
