@@ -139,7 +139,7 @@ impl ArenaState {
 impl ArenaState {
     /// The depot (`tcache/depot.rs`): each entry a live run block of its
     /// class at its address, none twice, the totals summed, room for every
-    /// block of the class, and empty while closed.
+    /// block of the class, and empty once orphaned.
     fn check_depot(&self) -> Result<(), String> {
         let mut seen = std::collections::HashSet::new();
         let (mut bytes, mut n) = (0, 0);
@@ -177,8 +177,8 @@ impl ArenaState {
                 self.depot.buffers()
             ));
         }
-        if n > 0 && !self.depot_open() {
-            return Err(format!("depot closed with {n} buffers"));
+        if n > 0 && self.orphaned {
+            return Err(format!("orphaned with {n} buffers in the depot"));
         }
         Ok(())
     }

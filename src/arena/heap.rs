@@ -557,7 +557,7 @@ impl ArenaState {
         seg.idle = true;
         self.heap.idle.insert(s);
         self.heap.parked = s;
-        if self.retained_bytes() > self.config.retention_cap {
+        if self.over_cap() {
             self.enforce_cap(os);
         }
     }
@@ -601,7 +601,7 @@ impl ArenaState {
         } else {
             self.bin(k);
         }
-        if self.retained_bytes() > self.config.retention_cap {
+        if self.over_cap() {
             self.enforce_cap(os);
         }
     }

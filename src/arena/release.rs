@@ -61,7 +61,7 @@ impl ArenaState {
         b.state = BlockState::Warm;
         b.freed_at = self.clock << STAMP_SEQ_BITS;
         self.warm.push(&mut self.table, c, i);
-        if self.retained_bytes() > self.config.retention_cap {
+        if self.over_cap() {
             self.enforce_cap(os);
         }
         true
@@ -112,18 +112,32 @@ impl ArenaState {
         i
     }
 
-    /// Whether a cache's flush may keep its buffers in the depot
+    /// Whether a cache's flush may keep `bytes` more in the depot
     /// (`tcache/depot.rs`): not once the arena is orphaned (its last
-    /// buffers must come back as frees, so the body can go) and not under
-    /// a retention cap (depot buffers are not in the eviction order).
+    /// buffers must come back as frees, so the body can go), and only
+    /// while what the arena retains, the depot's buffers counted, stays
+    /// within the retention cap (the depot is outside the eviction order:
+    /// [`ArenaState::enforce_cap`] settles it first when over).
     #[inline]
-    pub(crate) fn depot_open(&self) -> bool {
-        !self.orphaned && self.config.retention_cap == usize::MAX
+    pub(crate) fn depot_admits(&self, bytes: usize) -> bool {
+        !self.orphaned
+            && (self.config.retention_cap == usize::MAX
+                || self
+                    .retained_bytes()
+                    .saturating_add(self.depot.bytes())
+                    .saturating_add(bytes)
+                    <= self.config.retention_cap)
+    }
+
+    /// Whether the arena retains more than its cap (the depot counted).
+    #[inline]
+    pub(crate) fn over_cap(&self) -> bool {
+        self.retained_bytes().saturating_add(self.depot.bytes()) > self.config.retention_cap
     }
 
     /// Frees every depot buffer into its class's free list at its free
-    /// stamp, as a cache's flush would have: for a trim, a retention cap
-    /// and an orphaned arena, which work on the free lists.
+    /// stamp, as a cache's flush would have: for a trim, an exceeded
+    /// retention cap and an orphaned arena, which work on the free lists.
     pub(crate) fn settle_depot(&mut self) {
         if self.depot.buffers() == 0 {
             return;
@@ -187,6 +201,10 @@ impl ArenaState {
     /// releasable, so the cap may stay exceeded by them.
     #[inline(never)]
     pub(crate) fn enforce_cap(&mut self, os: &OsCounters) {
+        if self.depot.buffers() > 0 && self.over_cap() {
+            // Into the free lists, in free order, where eviction finds them.
+            self.settle_depot();
+        }
         if self.heap.marked > 0 {
             let (bytes, n) = self.heap_release(self.config.retention_cap, os);
             self.stats.evictions += n;
@@ -329,9 +347,6 @@ impl ArenaState {
     pub(crate) fn set_retention_cap(&mut self, cap: usize, os: &OsCounters) {
         self.config.retention_cap = cap;
         self.stats.retention_cap = cap;
-        if !self.depot_open() {
-            self.settle_depot();
-        }
         self.enforce_cap(os);
     }
 }

@@ -9,7 +9,7 @@
 //! refill cost. The depot moves the entries as they are, a few bytes each,
 //! in order: the records are not touched until something needs them in
 //! the free lists ([`super::super::state::ArenaState::settle_depot`]: a
-//! trim, a retention cap, an orphaned arena).
+//! trim, an exceeded retention cap, an orphaned arena).
 //!
 //! To the arena a depot buffer is what a cached one is: live in its block
 //! record and counted in `cached_bytes`, retained in `stats()`.

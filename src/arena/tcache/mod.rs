@@ -502,12 +502,12 @@ fn flush(st: &mut ArenaState, core: &ArenaCore, o: &mut Own, n: usize, trim: boo
 }
 
 /// Gives back the `n` oldest buffers of bin `c`: into the arena's depot
-/// as they are (`depot.rs`) when it is open and has room, else each into
-/// its class's free list.
+/// as they are (`depot.rs`) when it admits them and has room, else each
+/// into its class's free list.
 fn give_back(st: &mut ArenaState, core: &ArenaCore, o: &mut Own, c: Class, n: usize, trim: bool) {
     let cap = capacity(c);
     let n = n.min(o.bins[c].len());
-    let (moved, freed) = if !trim && st.depot_open() && st.depot.room(c) >= n {
+    let (moved, freed) = if !trim && st.depot.room(c) >= n && st.depot_admits(n * cap) {
         keep_in_depot(st, o, c, n)
     } else {
         free_to_lists(st, core, o, c, n, trim)
@@ -517,6 +517,10 @@ fn give_back(st: &mut ArenaState, core: &ArenaCore, o: &mut Own, c: Class, n: us
     // Buffers kept in the depot stay in `cached_bytes`.
     st.cached_bytes -= freed * cap;
     st.cache_flushed += freed as u64;
+    // What the caches free counts against the cap like any free.
+    if freed > 0 && st.over_cap() {
+        st.enforce_cap(&core.os);
+    }
 }
 
 /// Moves the `n` oldest buffers of bin `c` into the depot (which has room

@@ -417,23 +417,44 @@ fn trim_and_a_dropped_arena_reach_the_depot() {
 }
 
 #[test]
-fn a_retention_cap_closes_the_depot() {
+fn a_retention_cap_counts_the_depot_and_evicts_it_in_free_order() {
     let a = arena();
     let n = if cfg!(miri) { 40 } else { 300 };
     through_another_threads_cache(&a, n, 16);
+    // A cap the depot fits in leaves it as it is.
     a.set_retention_cap(1 << 30);
-    assert_eq!(
-        a.core.lock().depot.buffers(),
-        0,
-        "settled into the free lists"
-    );
-    through_another_threads_cache(&a, n, 16);
-    assert_eq!(
-        a.core.lock().depot.buffers(),
-        0,
-        "flushes free into the lists"
-    );
+    assert_eq!(a.core.lock().depot.buffers(), n);
+    assert_eq!(a.check_invariants(), Ok(()));
+    // A cap below it settles the depot into the free lists and evicts.
+    a.set_retention_cap(100 * 16);
     let s = a.stats();
-    assert_eq!((s.retained_buffers, s.live_buffers), (n, 0));
+    assert_eq!(a.core.lock().depot.buffers(), 0);
+    assert_eq!((s.retained_bytes, s.live_buffers), (100 * 16, 0));
+    assert_eq!(s.evictions, (n - 100) as u64);
+    assert_eq!(a.check_invariants(), Ok(()));
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "maps 80 MiB")]
+fn flushes_keep_what_the_arena_retains_within_its_cap() {
+    // The smallest cap that keeps caching on.
+    let cap = super::epoch::MIN_CAP_FOR_CACHE;
+    let a =
+        ExecutionArena::with_config(ArenaConfig::default().huge_pages(false).retention_cap(cap));
+    let n = cap / (16 << 10) * 5 / 4;
+    through_another_threads_cache(&a, n, 16 << 10);
+    let s = a.stats();
+    assert!(s.retained_bytes <= cap, "{} over the cap", s.retained_bytes);
+    assert!(
+        s.retained_bytes + 64 * (16 << 10) > cap,
+        "{} far under the cap",
+        s.retained_bytes
+    );
+    assert_eq!(s.live_bytes, 0);
+    assert_eq!(
+        s.retained_bytes + s.evicted_bytes,
+        n * (16 << 10),
+        "each freed buffer retained or evicted"
+    );
     assert_eq!(a.check_invariants(), Ok(()));
 }
