@@ -525,23 +525,26 @@ fn give_back(st: &mut ArenaState, core: &ArenaCore, o: &mut Own, c: Class, n: us
 
 /// Moves the `n` oldest buffers of bin `c` into the depot (which has room
 /// for them); returns how many left the bin and how many of those the
-/// arena freed instead (none, but for an address no block starts at).
+/// arena freed into the free lists instead (none while the room holds).
 fn keep_in_depot(st: &mut ArenaState, o: &mut Own, c: Class, n: usize) -> (usize, usize) {
-    let (depot, index) = (&mut st.depot, &st.run_index);
-    let (mut moved, mut lost) = (0usize, 0usize);
+    let (mut moved, mut freed) = (0usize, 0usize);
     o.bins[c].drain_oldest(n, |s| {
         moved += 1;
         let block = if s.block == NIL {
-            index.block_at(s.addr).unwrap_or(NIL)
+            st.run_index.block_at(s.addr).unwrap_or(NIL)
         } else {
             s.block
         };
-        debug_assert!(block != NIL, "a cached buffer starts a carved slot");
-        if block == NIL || !depot.push(c, Slot { block, ..s }) {
-            lost += 1;
+        if block != NIL && st.depot.push(c, Slot { block, ..s }) {
+            return;
         }
+        // Not kept: freed as a flush into the lists frees it (which
+        // refuses an address no live block starts at).
+        freed += 1;
+        let i = st.free_cached(block, s.addr, s.stamp);
+        debug_assert!(i != NIL, "a cached buffer was not live");
     });
-    (moved, lost)
+    (moved, freed)
 }
 
 /// Frees the `n` oldest buffers of bin `c` into their class's free list
