@@ -55,6 +55,9 @@ pub(crate) struct Bin {
     credit: u32,
     /// The class's capacity (below `CARVE_LIMIT`).
     cap: u32,
+    /// One buffer of the class as a delta of a cache's held word
+    /// (`Held::one`), kept rather than computed on each hit.
+    one: u64,
     slots: [Slot; BIN_SLOTS],
 }
 
@@ -77,6 +80,7 @@ impl Bin {
             limit: limit_for(cap),
             credit: 0,
             cap: cap as u32,
+            one: ((cap as u64) << 32) | 1,
             slots: [EMPTY; BIN_SLOTS],
         }
     }
@@ -101,7 +105,7 @@ impl Bin {
     /// (`Held::one`).
     #[inline(always)]
     pub(crate) fn held_one(&self) -> u64 {
-        ((self.cap as u64) << 32) | 1
+        self.one
     }
 
     /// The capacity of the class's buffers.
@@ -182,6 +186,16 @@ mod tests {
         assert_eq!(limit_for(48 << 10), 2);
         assert_eq!(Bin::new(16 << 10).batch(), 4);
         assert_eq!(Bin::new(48 << 10).batch(), 1);
+    }
+
+    #[test]
+    fn a_bins_held_delta_is_one_buffer_of_its_class() {
+        for cap in [16, 48, 4096, 48 << 10] {
+            let one = Bin::new(cap).held_one();
+            assert_eq!(one, super::super::Held::one(cap));
+            assert_eq!(super::super::Held(one).bytes(), cap);
+            assert_eq!(super::super::Held(one).buffers(), 1);
+        }
     }
 
     #[test]
