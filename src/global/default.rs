@@ -81,6 +81,13 @@ fn release(p: *mut ArenaCore) {
     }
 }
 
+/// Whether a process default has ever been set (until then no thread
+/// has one, and [`current`] is null).
+#[inline(always)]
+pub(super) fn any() -> bool {
+    GENERATION.load(Ordering::Acquire) != 0
+}
+
 /// The default arena for this thread's next allocation, or null: the
 /// adopted one if the default has not changed since, else the current
 /// default, adopted now. Null during thread exit, once the cell is gone.

@@ -425,6 +425,58 @@ impl<B: GlobalAlloc> ScopedGlobal<B> {
         g.ptr.as_ptr()
     }
 
+    /// [`GlobalAlloc::alloc`] past its call-free cases: the process
+    /// default's arena, a cache miss, the metadata mark, the backing
+    /// allocator under a suspended scope.
+    ///
+    /// # Safety
+    /// As [`GlobalAlloc::alloc`].
+    #[inline(never)]
+    unsafe fn alloc_miss(&self, layout: Layout) -> *mut u8 {
+        let core = scope::current();
+        if core.is_null() {
+            // SAFETY: forwarded contract.
+            return unsafe { self.backing.alloc(layout) };
+        }
+        if !metadata::active() {
+            // SAFETY: the scope's count keeps the body alive.
+            let arena = unsafe { &*core };
+            if let Some(p) = arena.allocate_cached(layout.size(), layout.align()) {
+                debug_assert!(owners::owned_by(p, Owner(core.cast())));
+                stats::note(
+                    Counter::ScopedAllocs,
+                    Some((Counter::ScopedBytes, layout.size())),
+                );
+                return p.as_ptr();
+            }
+        }
+        // SAFETY: `core` is this thread's scope; the layout is the caller's.
+        unsafe { self.scoped_alloc(core, layout, false) }
+    }
+
+    /// [`GlobalAlloc::dealloc`] of arena memory past its hit. It looks the
+    /// owner up again (two loads) rather than take it as arguments: with
+    /// few enough arguments to pass in registers, the hit's call to this
+    /// is a tail call and the hit saves no registers.
+    ///
+    /// # Safety
+    /// As [`GlobalAlloc::dealloc`], with `ptr` in an arena's granule.
+    #[inline(never)]
+    unsafe fn dealloc_miss(&self, ptr: *mut u8, layout: Layout) {
+        let (owner, small) = owners::lookup_small(ptr as usize);
+        if let Some(class) = small {
+            let this = owner.0.cast::<ArenaCore>();
+            // SAFETY: a registered owner is a live body's original pointer,
+            // kept alive by the live buffer at `ptr` (the caller's).
+            if unsafe { &*this }.free_cached(class, ptr as usize) {
+                note_return(this, layout.size());
+                return;
+            }
+        }
+        // SAFETY: `ptr` is a live allocation (caller) in `owner`'s granule.
+        unsafe { self.arena_dealloc(owner, small, ptr, layout.size()) }
+    }
+
     /// Frees arena memory found by address.
     ///
     /// # Safety
@@ -494,30 +546,18 @@ impl<B: GlobalAlloc> ScopedGlobal<B> {
 unsafe impl<B: GlobalAlloc> GlobalAlloc for ScopedGlobal<B> {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let core = scope::current();
-        if core.is_null() {
+        // The two common cases make no call but the tail call to the
+        // backing allocator, so they save no registers: out of any scope,
+        // and a hit in the cache of this thread's own scope.
+        if scope::none_at_all() {
             // SAFETY: forwarded contract.
             return unsafe { self.backing.alloc(layout) };
         }
-        // The hit, inlined: a small buffer from this thread's cache (never
-        // while the arena grows its own metadata, which may hold the cache).
-        if !metadata::active() {
-            // SAFETY: the scope's count keeps the body alive.
-            let arena = unsafe { &*core };
-            // A cached buffer is always in the owner table (a run region
-            // the table cannot hold is never used: `reserve.rs`), so a
-            // later free finds its way back by address.
-            if let Some(p) = arena.allocate_cached(layout.size(), layout.align()) {
-                debug_assert!(owners::owned_by(p, Owner(core.cast())));
-                stats::note(
-                    Counter::ScopedAllocs,
-                    Some((Counter::ScopedBytes, layout.size())),
-                );
-                return p.as_ptr();
-            }
+        if let Some(p) = alloc_hit(layout) {
+            return p;
         }
-        // SAFETY: `core` is this thread's scope; the layout is the caller's.
-        unsafe { self.scoped_alloc(core, layout, false) }
+        // SAFETY: forwarded contract.
+        unsafe { self.alloc_miss(layout) }
     }
 
     #[inline]
@@ -538,17 +578,22 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for ScopedGlobal<B> {
             // SAFETY: not arena memory, so it came from the backing allocator.
             return unsafe { self.backing.dealloc(ptr, layout) };
         }
+        // The hit, call-free: a small buffer of this thread's own scope's
+        // arena into the thread's cache.
         if let Some(class) = small {
             let this = owner.0.cast::<ArenaCore>();
             // SAFETY: a registered owner is a live body's original pointer,
             // kept alive by the live buffer at `ptr` (the caller's).
-            if unsafe { &*this }.free_cached(class, ptr as usize) {
-                note_return(this, layout.size());
+            if scope::explicit() == this && unsafe { &*this }.free_cached(class, ptr as usize) {
+                stats::note(
+                    Counter::ReturnedInScope,
+                    Some((Counter::ReturnedInScopeBytes, layout.size())),
+                );
                 return;
             }
         }
-        // SAFETY: `ptr` is a live allocation (caller) in `owner`'s granule.
-        unsafe { self.arena_dealloc(owner, small, ptr, layout.size()) }
+        // SAFETY: forwarded contract: `ptr` is arena memory.
+        unsafe { self.dealloc_miss(ptr, layout) }
     }
 
     #[inline]
@@ -561,6 +606,30 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for ScopedGlobal<B> {
         // SAFETY: forwarded contract; `owner` owns `ptr`'s granule.
         unsafe { self.arena_realloc(owner, small, ptr, layout, new_size) }
     }
+}
+
+/// A small buffer for `layout` from the cache of this thread's own scope,
+/// making no call (see [`GlobalAlloc::alloc`]); `None` when anything else
+/// must serve it.
+#[inline(always)]
+fn alloc_hit(layout: Layout) -> Option<*mut u8> {
+    let core = scope::explicit();
+    // Never while the arena grows its own metadata, which may hold the cache.
+    if core.is_null() || metadata::active() {
+        return None;
+    }
+    // SAFETY: the scope's count keeps the body alive.
+    let arena = unsafe { &*core };
+    // A cached buffer is always in the owner table (a run region the table
+    // cannot hold is never used: `reserve.rs`), so a later free finds its
+    // way back by address.
+    let p = arena.allocate_cached(layout.size(), layout.align())?;
+    debug_assert!(owners::owned_by(p, Owner(core.cast())));
+    stats::note(
+        Counter::ScopedAllocs,
+        Some((Counter::ScopedBytes, layout.size())),
+    );
+    Some(p.as_ptr())
 }
 
 /// Counts a buffer of `size` bytes given back to arena `this`: inside its

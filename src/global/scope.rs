@@ -31,6 +31,27 @@ fn is_arena(p: *mut ArenaCore) -> bool {
     !p.is_null() && p != SUSPENDED
 }
 
+/// This thread's own scope, if one is open: its arena body, else null
+/// (no scope, or a suspended one: then [`current`] decides). One
+/// thread-local load and no call, for the allocator's hits.
+#[inline(always)]
+pub(crate) fn explicit() -> *mut ArenaCore {
+    let p = SCOPE.try_with(Cell::get).unwrap_or(SUSPENDED);
+    if is_arena(p) {
+        p
+    } else {
+        null_mut()
+    }
+}
+
+/// Whether no allocation of this thread can go to an arena now: no scope
+/// of its own and no process default (one thread-local load, one atomic
+/// load, no call).
+#[inline(always)]
+pub(crate) fn none_at_all() -> bool {
+    SCOPE.try_with(Cell::get).is_ok_and(|p| p.is_null()) && !super::default::any()
+}
+
 /// The arena body serving this thread's allocations, or null (the system
 /// allocator): its own scope, else the process default.
 #[inline]
