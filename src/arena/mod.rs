@@ -52,6 +52,7 @@ pub(crate) mod blocks;
 mod check;
 mod config;
 mod error;
+mod hash;
 mod heap;
 #[cfg(test)]
 mod heap_tests;

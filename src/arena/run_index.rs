@@ -12,29 +12,10 @@
 //! that exist.
 
 use super::blocks::NIL;
+use super::hash::MulHasher;
 use super::RUN_LEN;
-use core::hash::{BuildHasherDefault, Hasher};
+use core::hash::BuildHasherDefault;
 use std::collections::HashMap;
-
-/// A hasher for run numbers (`base / RUN_LEN`): distinct, mostly
-/// consecutive integers, which one odd multiply keeps distinct in the low
-/// bits the table indexes by.
-#[derive(Default)]
-pub(crate) struct RunHasher(u64);
-
-impl Hasher for RunHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_usize(&mut self, n: usize) {
-        self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
 
 /// Where one run's slots are: its number in the arena's run list, its
 /// first slot in [`RunIndex::slots`], its base and capacity.
@@ -49,7 +30,9 @@ struct RunEntry {
 /// Small-class runs by address, and each run's blocks by slot.
 #[derive(Debug, Default)]
 pub(crate) struct RunIndex {
-    at: HashMap<usize, RunEntry, BuildHasherDefault<RunHasher>>,
+    /// By run number (`base / RUN_LEN`): mostly consecutive integers,
+    /// hashed whole.
+    at: HashMap<usize, RunEntry, BuildHasherDefault<MulHasher<0>>>,
     /// Each slot's block, `NIL` until the slot is carved.
     slots: Vec<u32>,
 }

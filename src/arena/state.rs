@@ -5,6 +5,7 @@
 
 use super::blocks::{BlockState, BlockTable, List, NIL};
 use super::config::ArenaConfig;
+use super::hash::MulHasher;
 use super::heap::Heap;
 use super::owners::{self, Owner};
 use super::pins::PinTable;
@@ -14,30 +15,13 @@ use super::warm::WarmSets;
 use crate::os::{self, OsCounters};
 use crate::size_class::CLASS_COUNT;
 use crate::stats::ArenaStats;
-use core::hash::{BuildHasherDefault, Hasher};
+use core::hash::BuildHasherDefault;
 use core::ptr::NonNull;
 use std::collections::HashMap;
 
-/// A hasher for buffer addresses: they are distinct and 16-byte aligned, so
-/// one multiply spreads them well.
-#[derive(Default)]
-pub(crate) struct AddrHasher(u64);
-
-impl Hasher for AddrHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_usize(&mut self, n: usize) {
-        self.0 = ((n as u64) >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
-pub(crate) type AddrMap = HashMap<usize, u32, BuildHasherDefault<AddrHasher>>;
+/// Buffer addresses are distinct and 16-byte aligned: their hash drops the
+/// four low bits (`hash.rs`).
+pub(crate) type AddrMap = HashMap<usize, u32, BuildHasherDefault<MulHasher<4>>>;
 
 /// A region carved into blocks of one small class.
 #[derive(Debug, Clone, Copy)]

@@ -41,6 +41,18 @@ const EMPTY: Slot = Slot {
     stamp: 0,
 };
 
+#[cfg(test)]
+impl Slot {
+    /// The `k`-th of a series of distinct slots (page-spaced addresses).
+    pub(crate) fn for_test(k: usize) -> Slot {
+        Slot {
+            addr: 4096 * (k + 1),
+            block: k as u32,
+            stamp: k as u64,
+        }
+    }
+}
+
 /// A bounded stack of free buffers of one class.
 #[derive(Debug)]
 pub(crate) struct Bin {
@@ -171,11 +183,7 @@ mod tests {
     use super::*;
 
     fn s(k: usize) -> Slot {
-        Slot {
-            addr: 4096 * (k + 1),
-            block: k as u32,
-            stamp: k as u64,
-        }
+        Slot::for_test(k)
     }
 
     #[test]

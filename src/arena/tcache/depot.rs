@@ -125,11 +125,7 @@ mod tests {
     use super::*;
 
     fn slot(k: usize) -> Slot {
-        Slot {
-            addr: 4096 * (k + 1),
-            block: k as u32,
-            stamp: k as u64,
-        }
+        Slot::for_test(k)
     }
 
     #[test]
