@@ -438,17 +438,10 @@ impl<B: GlobalAlloc> ScopedGlobal<B> {
             // SAFETY: forwarded contract.
             return unsafe { self.backing.alloc(layout) };
         }
-        if !metadata::active() {
-            // SAFETY: the scope's count keeps the body alive.
-            let arena = unsafe { &*core };
-            if let Some(p) = arena.allocate_cached(layout.size(), layout.align()) {
-                debug_assert!(owners::owned_by(p, Owner(core.cast())));
-                stats::note(
-                    Counter::ScopedAllocs,
-                    Some((Counter::ScopedBytes, layout.size())),
-                );
-                return p.as_ptr();
-            }
+        // SAFETY: `core` is this thread's current arena, kept alive by its
+        // scope or the thread's adopted default.
+        if let Some(p) = unsafe { alloc_cached(core, layout) } {
+            return p;
         }
         // SAFETY: `core` is this thread's scope; the layout is the caller's.
         unsafe { self.scoped_alloc(core, layout, false) }
@@ -613,12 +606,23 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for ScopedGlobal<B> {
 /// must serve it.
 #[inline(always)]
 fn alloc_hit(layout: Layout) -> Option<*mut u8> {
-    let core = scope::explicit();
-    // Never while the arena grows its own metadata, which may hold the cache.
+    // SAFETY: the thread's own scope holds a count of its arena.
+    unsafe { alloc_cached(scope::explicit(), layout) }
+}
+
+/// A small buffer for `layout` from this thread's cache for arena `core`
+/// (null: none), counted as a scoped allocation; `None` when the cache
+/// cannot serve it, and while the arena grows its own metadata (which may
+/// hold the cache).
+///
+/// # Safety
+/// `core` is null or a live arena body.
+#[inline(always)]
+unsafe fn alloc_cached(core: *mut ArenaCore, layout: Layout) -> Option<*mut u8> {
     if core.is_null() || metadata::active() {
         return None;
     }
-    // SAFETY: the scope's count keeps the body alive.
+    // SAFETY: the caller's contract.
     let arena = unsafe { &*core };
     // A cached buffer is always in the owner table (a run region the table
     // cannot hold is never used: `reserve.rs`), so a later free finds its
