@@ -93,8 +93,6 @@ impl ArenaState {
             return Ok(self.revive_cold(class, i));
         }
         self.room_for_one_block(cap)?;
-        // The depot can keep every block of the class (`tcache/depot.rs`).
-        self.depot.reserve_one(class).map_err(|_| NO_ROOM(cap))?;
         // Every block of a class is aligned to the largest power of two that
         // divides its capacity (at most MAX_ALIGN), the same guarantee the
         // other placements give: a class then serves a request of alignment
