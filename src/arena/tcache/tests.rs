@@ -328,14 +328,17 @@ fn a_small_class_with_a_large_alignment_reuses_the_cached_buffer() {
 
 /// `n` buffers of `size` bytes allocated and freed on a thread of their
 /// own, which exits: its cache's flushes leave them in the arena's depot.
-fn through_another_threads_cache(a: &ExecutionArena, n: usize, size: usize) {
+/// Their addresses, in the order they were freed.
+fn through_another_threads_cache(a: &ExecutionArena, n: usize, size: usize) -> Vec<usize> {
     let a2 = a.clone();
     std::thread::spawn(move || {
         let v: Vec<_> = (0..n).map(|_| a2.allocate(size, 8).unwrap()).collect();
-        drop(v);
+        let addrs = v.iter().map(|b| b.as_ptr() as usize).collect();
+        drop(v); // in index order
+        addrs
     })
     .join()
-    .unwrap();
+    .unwrap()
 }
 
 #[test]
@@ -420,18 +423,29 @@ fn trim_and_a_dropped_arena_reach_the_depot() {
 fn a_retention_cap_counts_the_depot_and_evicts_it_in_free_order() {
     let a = arena();
     let n = if cfg!(miri) { 40 } else { 300 };
-    through_another_threads_cache(&a, n, 16);
+    let freed = through_another_threads_cache(&a, n, 16);
     // A cap the depot fits in leaves it as it is.
     a.set_retention_cap(1 << 30);
     assert_eq!(a.core.lock().depot.buffers(), n);
     assert_eq!(a.check_invariants(), Ok(()));
-    // A cap below it settles the depot into the free lists and evicts.
-    a.set_retention_cap(100 * 16);
+    // A cap below it settles the depot into the free lists and evicts
+    // the older half.
+    let keep = n / 2;
+    a.set_retention_cap(keep * 16);
     let s = a.stats();
     assert_eq!(a.core.lock().depot.buffers(), 0);
-    assert_eq!((s.retained_bytes, s.live_buffers), (100 * 16, 0));
-    assert_eq!(s.evictions, (n - 100) as u64);
+    assert_eq!((s.retained_bytes, s.live_buffers), (keep * 16, 0));
+    assert_eq!(s.evictions, (n - keep) as u64);
     assert_eq!(a.check_invariants(), Ok(()));
+    // What stayed is the last half freed: the retained buffers, served
+    // again (under so small a cap, without a cache), are exactly those.
+    let held: Vec<_> = (0..keep).map(|_| a.allocate(16, 8).unwrap()).collect();
+    assert_eq!(a.stats().cold_allocations, s.cold_allocations);
+    let mut again: Vec<usize> = held.iter().map(|b| b.as_ptr() as usize).collect();
+    again.sort_unstable();
+    let mut newest = freed[n - keep..].to_vec();
+    newest.sort_unstable();
+    assert_eq!(again, newest);
 }
 
 #[test]
