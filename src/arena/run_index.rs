@@ -81,28 +81,36 @@ impl RunIndex {
         }
     }
 
-    /// The slot at `addr`: `None` when no run holds `addr` or `addr` is
-    /// not the start of one of its slots.
+    /// The slot at `addr` in run `e`: `None` when `addr` is not the start
+    /// of one of its slots.
     #[inline]
-    fn slot_of(&self, addr: usize) -> Option<usize> {
-        let e = self.at.get(&(addr / RUN_LEN))?;
+    fn slot_in(e: &RunEntry, addr: usize) -> Option<usize> {
         // Same run number, so `addr >= e.base`.
         let off = addr - e.base;
         let k = off / e.cap;
         (k * e.cap == off && k < slot_count(e.cap)).then_some(e.first + k)
     }
 
-    /// Whether a small-class run holds `addr` (carved or not).
+    /// The slot at `addr`: `None` when no run holds `addr` or `addr` is
+    /// not the start of one of its slots.
     #[inline]
-    pub(crate) fn holds(&self, addr: usize) -> bool {
-        self.at.contains_key(&(addr / RUN_LEN))
+    fn slot_of(&self, addr: usize) -> Option<usize> {
+        Self::slot_in(self.at.get(&(addr / RUN_LEN))?, addr)
+    }
+
+    /// `None` when no small-class run holds `addr`; else the block carved
+    /// at `addr`, if `addr` starts a carved slot (one map probe for both).
+    #[inline]
+    pub(crate) fn lookup(&self, addr: usize) -> Option<Option<u32>> {
+        let e = self.at.get(&(addr / RUN_LEN))?;
+        let i = Self::slot_in(e, addr).and_then(|s| self.slots.get(s).copied());
+        Some(i.filter(|&i| i != NIL))
     }
 
     /// The block carved at `addr`, if `addr` starts a carved slot.
     #[inline]
     pub(crate) fn block_at(&self, addr: usize) -> Option<u32> {
-        let i = *self.slots.get(self.slot_of(addr)?)?;
-        (i != NIL).then_some(i)
+        self.lookup(addr).flatten()
     }
 
     /// The runs indexed: (run number, base, capacity) each, then the
@@ -143,7 +151,8 @@ mod tests {
         assert_eq!(x.block_at(BASE + 48 * 5 + 16), None);
         assert_eq!(x.block_at(BASE - 48), None);
         assert_eq!(x.block_at(BASE + 3 * RUN_LEN), None);
-        assert!(x.holds(BASE + RUN_LEN - 1) && !x.holds(BASE + 2 * RUN_LEN));
+        assert_eq!(x.lookup(BASE + RUN_LEN - 1), Some(None), "held, no slot");
+        assert_eq!(x.lookup(BASE + 2 * RUN_LEN), None, "no run there");
         assert!(!x.set(BASE + 1, 9), "not a slot start");
         assert!(!x.set(BASE + 2 * RUN_LEN, 9), "no run there");
         let mut runs: Vec<_> = x.runs().map(|(r, b, c, s)| (r, b, c, s.len())).collect();

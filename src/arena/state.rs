@@ -289,10 +289,9 @@ impl ArenaState {
     /// when a run holds `addr`, else the address index's entry.
     #[inline]
     pub(crate) fn indexed_block(&self, addr: usize) -> Option<u32> {
-        if self.run_index.holds(addr) {
-            self.run_index.block_at(addr)
-        } else {
-            self.by_addr.get(&addr).copied()
+        match self.run_index.lookup(addr) {
+            Some(block) => block,
+            None => self.by_addr.get(&addr).copied(),
         }
     }
 
