@@ -67,20 +67,6 @@ impl ArenaState {
         true
     }
 
-    /// The block a free of `addr` returns (`i`, or the one indexed at
-    /// `addr` when `i` is `NIL`; `NIL` when none) and one byte of its
-    /// record, read now: a batch of frees reads every record before it
-    /// frees any, so the reads' cache misses overlap.
-    #[inline]
-    pub(crate) fn block_ahead(&self, i: u32, addr: usize) -> (u32, u8) {
-        let i = if i == NIL {
-            self.indexed_block(addr).unwrap_or(NIL)
-        } else {
-            i
-        };
-        (i, self.table.get(i).map_or(0, |b| b.state as u8))
-    }
-
     /// Returns live small block `i` (or the one at `addr` when `i` is
     /// `NIL`) that a thread cache held, freed by its user at `stamp` (see
     /// [`STAMP_SEQ_BITS`]): it takes its place in free order, so eviction

@@ -158,13 +158,6 @@ impl Bin {
         true
     }
 
-    /// The `n` oldest entries (all when fewer), oldest first, to amend in
-    /// place before [`Bin::drain_oldest`] hands them out.
-    pub(crate) fn oldest_mut(&mut self, n: usize) -> &mut [Slot] {
-        let n = n.min(self.len as usize);
-        &mut self.slots[..n]
-    }
-
     /// Removes the `n` oldest entries (all when fewer), handing each to
     /// `f` oldest first; the rest move down, keeping their order.
     pub(crate) fn drain_oldest(&mut self, n: usize, mut f: impl FnMut(Slot)) {

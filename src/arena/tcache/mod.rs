@@ -558,16 +558,6 @@ fn free_to_lists(
     n: usize,
     trim: bool,
 ) -> (usize, usize) {
-    // Every record the batch frees, read first: those reads do not depend
-    // on one another, so their cache misses overlap, where each free below
-    // waits on the list links of the one before.
-    let mut seen = 0u8;
-    for s in o.bins[c].oldest_mut(n) {
-        let (i, state) = st.block_ahead(s.block, s.addr);
-        s.block = i;
-        seen ^= state;
-    }
-    core::hint::black_box(seen);
     let mut moved = 0usize;
     o.bins[c].drain_oldest(n, |s| {
         moved += 1;
