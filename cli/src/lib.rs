@@ -12,4 +12,5 @@ pub mod replay;
 pub mod report;
 pub mod scenario;
 pub mod trace;
+pub mod turns;
 pub mod workload;

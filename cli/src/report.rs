@@ -8,8 +8,9 @@ use super::backend::{
 };
 use super::planned::PlannedBackend;
 use super::replay::Schedule;
-use super::scenario::{drive, Drive, Row, Scenario};
+use super::scenario::{drive, Drive, Row, RunCost, Scenario};
 use super::trace::Trace;
+use super::turns::{Turn, Turns};
 use super::workload::{run_net_on, run_net_session, TraceRun};
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -38,6 +39,9 @@ pub struct ReportOptions {
     pub scenarios: Vec<Scenario>,
     /// The built-in large model: `transformer` (default) or `cnn`.
     pub model: String,
+    /// Time the warm runs again with the back ends interleaved (see
+    /// [`interleaved_times`]); the time columns then come from that pass.
+    pub interleave: bool,
 }
 
 impl Default for ReportOptions {
@@ -52,6 +56,7 @@ impl Default for ReportOptions {
             html: None,
             scenarios: Scenario::ALL.to_vec(),
             model: "transformer".into(),
+            interleave: true,
         }
     }
 }
@@ -101,6 +106,11 @@ pub struct ReportArgs {
     /// (warm ms, warm faults, RSS / live peak, cold faults per back end).
     #[arg(long, value_name = "report.html")]
     pub html: Option<String>,
+    /// Skip the interleaved timing pass: warm times then come from each
+    /// back end's own block of warm runs (about half the report's time, but
+    /// on a shared machine the blocks' conditions differ).
+    #[arg(long)]
+    pub no_interleave: bool,
 }
 
 impl ReportArgs {
@@ -130,6 +140,7 @@ impl ReportArgs {
                 Model::Transformer => "transformer".into(),
                 Model::Cnn => "cnn".into(),
             },
+            interleave: !self.no_interleave,
         })
     }
 }
@@ -253,7 +264,7 @@ fn run_peer<B: Backend>(
     sc: Scenario,
     wk: WorkloadKind,
     w: &Workloads,
-    d: Drive,
+    d: Drive<'_>,
     faults: &mut FaultCounter,
 ) -> Result<Row, String> {
     b.trim();
@@ -280,7 +291,7 @@ pub fn run_ours(
     sc: Scenario,
     wk: WorkloadKind,
     w: &Workloads,
-    d: Drive,
+    d: Drive<'_>,
     faults: &mut FaultCounter,
 ) -> Result<Row, String> {
     let b = ArenaBackend::default();
@@ -371,6 +382,20 @@ fn print_case(rows: &[Row], peak: usize) {
         );
     }
     for r in rows {
+        if let Some(t) = &r.timed {
+            let faults: Vec<u64> = t.iter().map(|c| c.minor_faults).collect();
+            let own: Vec<u64> = r.warm.iter().map(|c| c.minor_faults).collect();
+            let (a, b) = (faults.iter().sum::<u64>(), own.iter().sum::<u64>());
+            // Beyond counting noise (a few pages of the peers' metadata).
+            if a.abs_diff(b) > a.max(b) / 100 + 64 {
+                println!(
+                    "  {}: faults per warm run in the interleaved timing pass {:?} (on its own {:?}); its warm ms include them",
+                    r.backend, faults, own
+                );
+            }
+        }
+    }
+    for r in rows {
         if let Some(t) = r.trim {
             println!(
                 "  {}: trim after the one-off run: {} ; RSS {:.1} -> {:.1} MiB",
@@ -406,7 +431,7 @@ pub fn to_json(rows: &[Row], w: &Workloads, net_peak: usize) -> String {
         let (lo, hi) = r.warm_nanos_range();
         let _ = write!(
             s,
-            "  {{\"scenario\": {}, \"scenario_name\": \"{}\", \"workload\": \"{}\", \"backend\": \"{}\", \"warm_runs\": {}, \"warm_minor_faults\": {}, \"warm_minor_faults_per_run\": [{}], \"warm_syscalls\": {}, \"warm_system_bytes\": {}, \"warm_copies\": {}, \"warm_ms_median\": {:.4}, \"warm_ms_min\": {:.4}, \"warm_ms_max\": {:.4}, \"cold_minor_faults\": {}, \"cold_ms\": {:.4}, \"rss_bytes_before\": {}, \"rss_bytes_after\": {}, \"live_peak_bytes\": {}",
+            "  {{\"scenario\": {}, \"scenario_name\": \"{}\", \"workload\": \"{}\", \"backend\": \"{}\", \"warm_runs\": {}, \"warm_minor_faults\": {}, \"warm_minor_faults_per_run\": [{}], \"warm_syscalls\": {}, \"warm_system_bytes\": {}, \"warm_copies\": {}, \"warm_ms_median\": {:.4}, \"warm_ms_min\": {:.4}, \"warm_ms_max\": {:.4}, \"warm_ms_per_run\": [{}], \"warm_ms_interleaved\": {}, \"warm_ms_median_blocked\": {:.4}, \"interleaved_minor_faults_per_run\": [{}], \"cold_minor_faults\": {}, \"cold_ms\": {:.4}, \"rss_bytes_before\": {}, \"rss_bytes_after\": {}, \"live_peak_bytes\": {}",
             r.scenario as usize,
             r.scenario.name(),
             r.workload,
@@ -420,6 +445,10 @@ pub fn to_json(rows: &[Row], w: &Workloads, net_peak: usize) -> String {
             r.warm_nanos_median() as f64 / 1e6,
             lo as f64 / 1e6,
             hi as f64 / 1e6,
+            r.warm_nanos().iter().map(|&n| format!("{:.4}", n as f64 / 1e6)).collect::<Vec<_>>().join(", "),
+            r.timed.is_some(),
+            r.blocked_nanos_median() as f64 / 1e6,
+            r.timed.iter().flatten().map(|c| c.minor_faults.to_string()).collect::<Vec<_>>().join(", "),
             r.cold.minor_faults,
             r.cold.nanos as f64 / 1e6,
             r.rss_before,
@@ -463,6 +492,12 @@ pub fn to_json(rows: &[Row], w: &Workloads, net_peak: usize) -> String {
 }
 
 /// Runs every case on every back end; returns the rows in report order.
+///
+/// Each back end first runs the case on its own (cold run, warm runs), which
+/// gives every count, the RSS growth and the arena figures. With
+/// [`ReportOptions::interleave`], the case then runs again on fresh back
+/// ends with their warm runs interleaved ([`interleaved_times`]), and the
+/// rows' warm times are those.
 pub fn collect(
     o: &ReportOptions,
     w: &Workloads,
@@ -471,6 +506,7 @@ pub fn collect(
     let d = Drive {
         runs: o.runs,
         idle: Duration::from_millis(o.idle_ms),
+        turn: None,
     };
     let mut faults = FaultCounter::new();
     let all = cases(&o.scenarios);
@@ -478,20 +514,115 @@ pub fn collect(
     for (k, &(sc, wk)) in all.iter().enumerate() {
         let label = format!("scenario {} on {}", sc as usize, wk.name());
         progress(k, all.len(), &label);
-        let mut rows = vec![run_ours(sc, wk, w, d, &mut faults)?];
-        if wk == WorkloadKind::Large {
-            let schedules: Vec<&Schedule> = w.traces.iter().map(|t| &t.schedule).collect();
-            let planned = PlannedBackend::new(&schedules)?;
-            rows.push(run_peer(&planned, sc, wk, w, d, &mut faults)?);
-            let pattern = PatternBackend::default();
-            rows.push(run_peer(&pattern, sc, wk, w, d, &mut faults)?);
+        let runners = runners(wk);
+        let mut rows = Vec::with_capacity(runners.len());
+        for r in &runners {
+            rows.push((r.run)(sc, wk, w, d, &mut faults)?);
         }
-        for peer in peers() {
-            rows.push(peer(sc, wk, w, d, &mut faults)?);
+        if o.interleave {
+            for (row, times) in rows
+                .iter_mut()
+                .zip(interleaved_times(&runners, sc, wk, w, d)?)
+            {
+                row.timed = Some(times);
+            }
         }
         out.push(rows);
     }
     Ok(out)
+}
+
+/// One back end of a case: its name and how it runs the case.
+#[derive(Clone, Copy)]
+pub struct Runner {
+    /// The back end's name in tables.
+    pub name: &'static str,
+    /// Builds the back end and drives the case on it.
+    pub run: PeerFn,
+}
+
+/// Every back end of a case, in report order: warmarena, then (on the
+/// large model) planned and pattern mode, then the peers.
+pub fn runners(wk: WorkloadKind) -> Vec<Runner> {
+    let mut v = vec![Runner {
+        name: "warmarena",
+        run: run_ours,
+    }];
+    if wk == WorkloadKind::Large {
+        v.push(Runner {
+            name: "planned",
+            run: |sc, wk, w, d, f| {
+                let schedules: Vec<&Schedule> = w.traces.iter().map(|t| &t.schedule).collect();
+                let planned = PlannedBackend::new(&schedules)?;
+                run_peer(&planned, sc, wk, w, d, f)
+            },
+        });
+        v.push(Runner {
+            name: "pattern",
+            run: |sc, wk, w, d, f| run_peer(&PatternBackend::default(), sc, wk, w, d, f),
+        });
+    }
+    v.extend(peers());
+    v
+}
+
+/// The warm-run times of case (`sc`, `wk`) on fresh back ends, taking
+/// turns ([`Turns`]): warm run `r` of every back end runs right after warm
+/// run `r` of the one before it, one at a time, so a change in the
+/// machine's speed (other tenants, frequency) falls on all of them alike
+/// instead of on whichever block of runs it hits. Set-up, cold and warm-up
+/// runs and clean-up also run one back end at a time, never beside a timed
+/// run. Returns each back end's timed warm runs, in `runners` order.
+///
+/// Each back end runs on a thread of its own, except glibc's, which runs
+/// on the calling thread as in the row's own pass: glibc serves the main
+/// thread from its main arena and other threads from arenas of their own,
+/// which give memory back differently.
+///
+/// What the rotation changes for a back end is the time between its runs:
+/// the others' runs come between, and an allocator that gives memory back
+/// after a delay (mimalloc's purge) does so there where it did not in its
+/// own block. So each turn starts with one untimed run, and the timed run
+/// follows it back to back, as in the row's own pass (scenario 6 keeps its
+/// idle gap before the timed run). The report prints the faults of this
+/// pass where they differ from the row's own.
+pub fn interleaved_times(
+    runners: &[Runner],
+    sc: Scenario,
+    wk: WorkloadKind,
+    w: &Workloads,
+    d: Drive<'_>,
+) -> Result<Vec<Vec<RunCost>>, String> {
+    let turns = Turns::new(runners.len());
+    let one = |k: usize, run: PeerFn| -> Result<Vec<RunCost>, String> {
+        let t = Turn::take(&turns, k);
+        let mut faults = FaultCounter::new();
+        let d = Drive {
+            turn: Some(&t),
+            ..d
+        };
+        Ok(run(sc, wk, w, d, &mut faults)?.warm)
+    };
+    let here = runners.iter().position(|r| r.name == "glibc");
+    std::thread::scope(|s| {
+        let threads: Vec<_> = runners
+            .iter()
+            .enumerate()
+            .filter(|&(k, _)| Some(k) != here)
+            .map(|(k, r)| (k, s.spawn(move || one(k, r.run))))
+            .collect();
+        let mut out: Vec<Result<Vec<RunCost>, String>> =
+            (0..runners.len()).map(|_| Ok(Vec::new())).collect();
+        if let Some(k) = here {
+            out[k] = one(k, runners[k].run);
+        }
+        for (k, h) in threads {
+            out[k] = h
+                .join()
+                .unwrap_or_else(|_| Err("a thread of the interleaved timing pass panicked".into()));
+        }
+        out.into_iter().collect()
+    })
 }
 
 static SYSTEM: std::alloc::System = std::alloc::System;
@@ -500,10 +631,11 @@ static MIMALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[cfg(feature = "peers")]
 static JEMALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-type PeerFn =
-    fn(Scenario, WorkloadKind, &Workloads, Drive, &mut FaultCounter) -> Result<Row, String>;
+/// One back end running one case: builds the back end, drives the case.
+pub type PeerFn =
+    fn(Scenario, WorkloadKind, &Workloads, Drive<'_>, &mut FaultCounter) -> Result<Row, String>;
 
-fn peers() -> Vec<PeerFn> {
+fn peers() -> Vec<Runner> {
     let glibc: PeerFn = |sc, wk, w, d, f| {
         let p = Peer {
             alloc: &SYSTEM,
@@ -530,12 +662,28 @@ fn peers() -> Vec<PeerFn> {
             };
             run_peer(&p, sc, wk, w, d, f)
         };
-        vec![glibc, mi, je]
+        vec![
+            Runner {
+                name: "glibc",
+                run: glibc,
+            },
+            Runner {
+                name: "mimalloc",
+                run: mi,
+            },
+            Runner {
+                name: "jemalloc",
+                run: je,
+            },
+        ]
     }
     #[cfg(not(feature = "peers"))]
     {
         let _ = (release_mimalloc, release_jemalloc);
-        vec![glibc]
+        vec![Runner {
+            name: "glibc",
+            run: glibc,
+        }]
     }
 }
 
@@ -567,6 +715,11 @@ pub fn run(args: &ReportArgs) -> Result<(), String> {
             if source == FaultSource::PerfEvents { "perf events" } else { "getrusage" },
             o.idle_ms
         ),
+        if o.interleave {
+            "warm ms: a second pass on fresh back ends, their warm runs interleaved (run r of each back end in turn, one at a time); every other figure: each back end run on its own".to_string()
+        } else {
+            "warm ms: each back end's own block of warm runs (--no-interleave)".to_string()
+        },
     ];
     for line in &header {
         println!("{line}");

@@ -3,6 +3,7 @@
 //! system calls, bytes from the OS, copies and time.
 
 use super::backend::Backend;
+use super::turns::Turn;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 use warmarena::faults::FaultCounter;
@@ -108,6 +109,9 @@ pub struct Row {
     pub trim: Option<TrimFigures>,
     /// Outputs per run.
     pub outputs_per_run: usize,
+    /// The warm runs of the report's interleaved timing pass, where it
+    /// ran: the time figures then come from these.
+    pub timed: Option<Vec<RunCost>>,
 }
 
 fn median(mut v: Vec<u64>) -> u64 {
@@ -116,14 +120,30 @@ fn median(mut v: Vec<u64>) -> u64 {
 }
 
 impl Row {
+    /// The warm runs' nanoseconds: the interleaved pass's where it ran,
+    /// else this row's own runs'.
+    pub fn warm_nanos(&self) -> Vec<u64> {
+        self.timed
+            .as_ref()
+            .unwrap_or(&self.warm)
+            .iter()
+            .map(|r| r.nanos)
+            .collect()
+    }
     /// Median warm-run time in nanoseconds.
     pub fn warm_nanos_median(&self) -> u64 {
-        median(self.warm.iter().map(|r| r.nanos).collect())
+        median(self.warm_nanos())
     }
     /// Fastest and slowest warm run.
     pub fn warm_nanos_range(&self) -> (u64, u64) {
-        let v = self.warm.iter().map(|r| r.nanos);
-        (v.clone().min().unwrap_or(0), v.max().unwrap_or(0))
+        let v = self.warm_nanos();
+        let lo = v.iter().copied().min().unwrap_or(0);
+        (lo, v.into_iter().max().unwrap_or(0))
+    }
+    /// Median warm-run time of the row's own block of warm runs (the
+    /// interleaved pass aside), in nanoseconds.
+    pub fn blocked_nanos_median(&self) -> u64 {
+        median(self.warm.iter().map(|r| r.nanos).collect())
     }
     /// Median new minor faults per warm run.
     pub fn warm_faults_median(&self) -> u64 {
@@ -152,11 +172,15 @@ pub fn rss_bytes() -> usize {
 
 /// How the scenario is run.
 #[derive(Debug, Clone, Copy)]
-pub struct Drive {
+pub struct Drive<'a> {
     /// Measured warm runs.
     pub runs: usize,
     /// Idle time before each warm run of scenario 6.
     pub idle: Duration,
+    /// In the report's interleaved timing pass, this back end's place in
+    /// the rotation: each warm run starts with [`Turn::rotate`], so the
+    /// other back ends' warm runs of the same index come between.
+    pub turn: Option<&'a Turn<'a>>,
 }
 
 /// Runs `sc` on back end `b` with `run(variant)` doing one run and returning
@@ -165,7 +189,7 @@ pub fn drive<B: Backend>(
     b: &B,
     sc: Scenario,
     workload: &'static str,
-    d: Drive,
+    d: Drive<'_>,
     faults: &mut FaultCounter,
     mut run: impl FnMut(usize) -> Option<Vec<B::Out>>,
 ) -> Result<Row, String> {
@@ -244,6 +268,14 @@ pub fn drive<B: Backend>(
     let copies0 = b.copies();
     let mut warm = Vec::with_capacity(d.runs);
     for r in 0..d.runs {
+        if let Some(t) = d.turn {
+            // The others ran meanwhile: one untimed run (the shape that
+            // precedes run `r`) first, so that the timed one follows a run
+            // back to back, as in a block (see `report::interleaved_times`).
+            t.rotate();
+            let (_, o) = timed(sc.variant(r + 1), faults)?;
+            hold(o, &mut held);
+        }
         if sc == Scenario::IdleGaps {
             std::thread::sleep(d.idle);
         }
@@ -267,5 +299,6 @@ pub fn drive<B: Backend>(
         arena: arena_before.zip(arena_after),
         trim,
         outputs_per_run,
+        timed: None,
     })
 }

@@ -3,7 +3,9 @@
 //! not disturbed by other tests running beside it.
 
 use warmarena::faults::FaultCounter;
-use warmarena_cli::report::{cases, parse, run_ours, to_json, Workloads};
+use warmarena_cli::report::{
+    cases, interleaved_times, parse, run_ours, runners, to_json, Workloads,
+};
 use warmarena_cli::scenario::{Drive, Row, Scenario};
 
 fn options() -> warmarena_cli::report::ReportOptions {
@@ -94,6 +96,7 @@ fn every_scenario_keeps_warmarenas_promise_at_small_scale() {
     let d = Drive {
         runs: o.runs,
         idle: std::time::Duration::from_millis(o.idle_ms),
+        turn: None,
     };
     let mut faults = FaultCounter::new();
     // Make the code of every path resident first: the first execution of a
@@ -119,5 +122,28 @@ fn every_scenario_keeps_warmarenas_promise_at_small_scale() {
         "\"rss_bytes_after\"",
     ] {
         assert_eq!(json.matches(key).count(), rows.len(), "key {key}");
+    }
+}
+
+/// The interleaved timing pass runs every back end of a case (warmarena,
+/// planned and pattern mode on the large model, the peers) on its own
+/// thread and brings back one time per warm run for each.
+#[test]
+fn the_interleaved_pass_times_every_back_end_of_a_case() {
+    let o = options();
+    let w = Workloads::build(&o).unwrap();
+    let d = Drive {
+        runs: 3,
+        idle: std::time::Duration::ZERO,
+        turn: None,
+    };
+    for &(sc, wk) in &cases(&[Scenario::DropOutputs]) {
+        let all = runners(wk);
+        let times = interleaved_times(&all, sc, wk, &w, d).unwrap();
+        assert_eq!(times.len(), all.len(), "{wk:?}");
+        for t in &times {
+            assert_eq!(t.len(), 3, "{wk:?}: {times:?}");
+            assert!(t.iter().all(|c| c.nanos > 0), "{wk:?}: {times:?}");
+        }
     }
 }

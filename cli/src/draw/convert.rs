@@ -146,7 +146,7 @@ pub fn plan_picture_of_plan(
 /// let row = Row {
 ///     scenario: Scenario::DropOutputs, workload: "large-model", backend: "glibc",
 ///     cold: run(900, 5_000_000), warm: vec![run(800, 3_000_000), run(850, 2_000_000), run(820, 4_000_000)],
-///     rss_before: 0, rss_after: 50 << 20, warm_copies: 0, arena: None, trim: None, outputs_per_run: 1,
+///     rss_before: 0, rss_after: 50 << 20, warm_copies: 0, arena: None, trim: None, outputs_per_run: 1, timed: None,
 /// };
 /// let f = backend_figures(&row, 100 << 20);
 /// assert_eq!((f.cold_faults, f.warm_faults, f.syscalls), (900, 820, None));
@@ -307,6 +307,7 @@ mod tests {
                 rss_after: 12 << 20,
             }),
             outputs_per_run: 1,
+            timed: None,
         }
     }
 
