@@ -147,7 +147,13 @@ impl Replay {
     /// byte derived from `run`, and freed. `slots` must hold one entry per
     /// buffer (allocated by the caller so the run itself does not touch the
     /// heap). Returns `false` when the backend refused a request.
-    pub fn run<B: Backend>(&self, b: &B, align: usize, run: u8, slots: &mut [*mut u8]) -> bool {
+    pub fn run<B: Backend + ?Sized>(
+        &self,
+        b: &B,
+        align: usize,
+        run: u8,
+        slots: &mut [*mut u8],
+    ) -> bool {
         for &e in &self.events {
             let i = (e & !FREE) as usize;
             let layout = match Layout::from_size_align(self.sizes[i], align) {
