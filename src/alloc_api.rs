@@ -42,7 +42,7 @@ fn deallocate(core: &ArenaCore, ptr: NonNull<u8>, layout: Layout) {
     if layout.size() == 0 {
         return;
     }
-    core.free_at(ptr.as_ptr() as usize);
+    core.free_at_layout(ptr.as_ptr() as usize, layout.size(), layout.align());
 }
 
 /// Grows or shrinks: in place when the new size fits the capacity and the

@@ -18,7 +18,9 @@ use super::state::{ArenaState, Grant};
 use super::tcache::{self, SMALL_CLASSES};
 use super::{ArenaConfig, ArenaKind, CARVE_LIMIT, MAX_ALIGN};
 use crate::os::OsCounters;
-use crate::size_class::{aligned_size, class_of, class_of_classed, Class, MAX_CLASS_SIZE};
+use crate::size_class::{
+    aligned_size, capacity, class_of, class_of_classed, Class, MAX_CLASS_SIZE,
+};
 use crate::stats::ArenaStats;
 use crate::sync::rc::{fence, AtomicUsize, Ordering};
 use crate::sync::{SpinGuard, SpinLock};
@@ -50,6 +52,11 @@ pub(crate) struct ArenaCore {
     /// Pattern mode is on (fixed at creation): allocate and free go
     /// through `pattern::seam` first.
     pub(crate) pattern_on: bool,
+    /// The thread whose large requests the execution heap serves
+    /// (`heap::thread_token`; 0 for arenas without a heap), fixed at
+    /// creation: its large buffers bypass the thread caches' large slots,
+    /// whose holding a piece back would change the heap's placement.
+    pub(crate) heap_thread: usize,
     /// Written by every handle clone and drop.
     handles: CachePadded<AtomicUsize>,
     state: CachePadded<SpinLock<ArenaState>>,
@@ -128,12 +135,18 @@ impl ArenaCore {
                     });
                 }
             }
+            if self.caches_large(c, align) {
+                if let Some(g) = tcache::allocate_large_hit(self, c, eff) {
+                    return Ok(g);
+                }
+                return self.allocate_large_miss(c, eff, align);
+            }
             let mut st = self.lock();
             if let Some(g) = st.take_exact(c, eff, align, &self.os) {
                 return Ok(g);
             }
             // Checked and classed already, and the lock is held: go on from here.
-            return self.serve_classed(st, c, eff, align);
+            return self.serve_classed(st, c, eff, align, false);
         }
         self.allocate_general(size, align)
     }
@@ -169,8 +182,48 @@ impl ArenaCore {
         tcache::free_hit(self, class, addr, NIL)
     }
 
+    /// A request of large class `c` this thread's slot could not serve
+    /// (`tcache/large.rs`): the cache made current (it may not have been)
+    /// and looked at again, else the arena under its lock, the grant lent
+    /// to this thread's cache.
+    #[inline(never)]
+    fn allocate_large_miss(&self, c: usize, eff: usize, align: usize) -> Result<Grant, ArenaError> {
+        tcache::prepare(self);
+        if let Some(g) = tcache::allocate_large_hit(self, c, eff) {
+            return Ok(g);
+        }
+        let mut st = self.lock();
+        if let Some(g) = st.take_exact(c, eff, align, &self.os) {
+            tcache::note_lent(&st, self, c, &g);
+            return Ok(g);
+        }
+        self.serve_classed(st, c, eff, align, true)
+    }
+
+    /// Whether this thread's cache may hold buffers of class `c` for
+    /// requests aligned to `align` in its large slots (`tcache/large.rs`):
+    /// a class from `CARVE_LIMIT` to `tcache::LARGE_MAX` whose buffers meet
+    /// the alignment, on any thread but the execution heap's.
+    #[inline(always)]
+    fn caches_large(&self, c: usize, align: usize) -> bool {
+        // The heap's thread first: the test that turns it away is the
+        // only one its (heap) pairs pay.
+        self.off_heap_thread()
+            && c >= SMALL_CLASSES
+            && capacity(c) <= tcache::LARGE_MAX
+            && tcache::serves(c, align)
+    }
+
+    /// Whether the calling thread is not the one whose large requests the
+    /// execution heap serves (always, for arenas without a heap).
+    #[inline(always)]
+    fn off_heap_thread(&self) -> bool {
+        self.heap_thread == 0 || self.heap_thread != super::heap::thread_token()
+    }
+
     /// A classed request of `eff` bytes (class `c`) with the lock held:
-    /// a retained buffer of the class, else the cold path.
+    /// a retained buffer of the class, else the cold path; with `large`,
+    /// the grant is lent to this thread's cache (`tcache::note_lent`).
     #[inline(never)]
     fn serve_classed(
         &self,
@@ -178,14 +231,24 @@ impl ArenaCore {
         c: usize,
         eff: usize,
         align: usize,
+        large: bool,
     ) -> Result<Grant, ArenaError> {
-        if let Some(g) = st.take_warm(c, eff, align, &self.os) {
-            return Ok(g);
+        // A buffer of the class this thread's large slot holds but could
+        // not serve this request with: back to the arena, which serves it.
+        tcache::settle_large(&mut st, self, c);
+        let g = match st.take_warm(c, eff, align, &self.os) {
+            Some(g) => g,
+            None => {
+                // The cold path may grow metadata through the global
+                // allocator while this thread holds the lock.
+                let _m = metadata::enter();
+                st.take_cold(c, eff, align, &self.os)?
+            }
+        };
+        if large {
+            tcache::note_lent(&st, self, c, &g);
         }
-        // The cold path may grow metadata through the global allocator
-        // while this thread holds the lock.
-        let _m = metadata::enter();
-        st.take_cold(c, eff, align, &self.os)
+        Ok(g)
     }
 
     /// [`ArenaCore::allocate`] for requests off the inlined path: validation
@@ -222,7 +285,7 @@ impl ArenaCore {
         }
         let mut st = self.lock();
         match class_of(eff) {
-            Some(c) => self.serve_classed(st, c, eff, align),
+            Some(c) => self.serve_classed(st, c, eff, align, false),
             None => {
                 let _m = metadata::enter();
                 st.map_dedicated(eff, align, &self.os)
@@ -312,12 +375,18 @@ impl ArenaCore {
         addr: usize,
         cap: usize,
     ) -> bool {
+        // SAFETY: the caller guarantees `this` is live for this call.
+        let core = unsafe { this.as_ref() };
         if cap < CARVE_LIMIT {
-            // SAFETY: the caller guarantees `this` is live for this call.
-            let core = unsafe { this.as_ref() };
             if tcache::free_slow(core, class_of_classed(cap), addr, block) {
                 return true;
             }
+        } else if cap <= tcache::LARGE_MAX
+            && core.off_heap_thread()
+            && tcache::free_large_hit(core, class_of_classed(cap), addr, block)
+        {
+            // Into this thread's large slot (`tcache/large.rs`).
+            return true;
         }
         // SAFETY: forwarded contract.
         unsafe { Self::free(this, block, addr) }
@@ -427,6 +496,24 @@ impl ArenaCore {
                 debug_assert!(freed, "a pinned block was not live");
             })
         }
+    }
+
+    /// [`ArenaCore::free_at`] for a buffer allocated for `size` bytes at
+    /// `align` (allocator-api2's deallocate): a large one this thread was
+    /// lent may go into its cache's slot for the class.
+    pub(crate) fn free_at_layout(&self, addr: usize, size: usize, align: usize) -> bool {
+        if !self.pattern_on
+            && size.wrapping_sub(1) < tcache::LARGE_MAX
+            && align.is_power_of_two()
+            && align <= 4096
+        {
+            let eff = (size.max(align) + (align - 1)) & !(align - 1);
+            let c = class_of_classed(eff);
+            if self.caches_large(c, align) && tcache::free_large_hit(self, c, addr, NIL) {
+                return true;
+            }
+        }
+        self.free_at(addr)
     }
 
     /// Returns the live buffer that starts at `addr`, found by address;
@@ -649,6 +736,11 @@ impl CoreHandle {
                 state: CachePadded::new(SpinLock::new(ArenaState::new(config))),
                 os: OsCounters::new(),
                 pattern_on,
+                heap_thread: if kind == ArenaKind::Execution && !config.pattern {
+                    super::heap::thread_token()
+                } else {
+                    0
+                },
                 pattern_fast: CachePadded::new(Default::default()),
             })
         };

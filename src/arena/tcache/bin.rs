@@ -158,6 +158,14 @@ impl Bin {
         true
     }
 
+    /// Puts the entries in free order by their stamps, the most recently
+    /// freed on top (handed out first), as the arena hands out its newest
+    /// retained buffer: a refill pushes its batch newest first.
+    pub(crate) fn sort_by_stamp(&mut self) {
+        let len = self.len as usize;
+        self.slots[..len].sort_unstable_by_key(|s| s.stamp);
+    }
+
     /// Removes the `n` oldest entries (all when fewer), handing each to
     /// `f` oldest first; the rest move down, keeping their order.
     pub(crate) fn drain_oldest(&mut self, n: usize, mut f: impl FnMut(Slot)) {
@@ -197,6 +205,17 @@ mod tests {
             assert_eq!(super::super::Held(one).bytes(), cap);
             assert_eq!(super::super::Held(one).buffers(), 1);
         }
+    }
+
+    #[test]
+    fn sorted_by_stamp_the_most_recently_freed_is_on_top() {
+        let mut b = Bin::new(1024);
+        for k in [3usize, 9, 1, 5] {
+            assert!(b.push(s(k)));
+        }
+        b.sort_by_stamp();
+        let order: Vec<u64> = core::iter::from_fn(|| b.pop()).map(|x| x.stamp).collect();
+        assert_eq!(order, [9, 5, 3, 1]);
     }
 
     #[test]

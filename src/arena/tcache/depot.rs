@@ -82,6 +82,12 @@ impl Depot {
         Some(s)
     }
 
+    /// The free stamp of the buffer [`Depot::pop`] would return.
+    #[inline]
+    pub(crate) fn newest_stamp(&self, c: Class) -> Option<u64> {
+        self.lists.get(c)?.last().map(|s| s.stamp)
+    }
+
     /// How many more buffers of class `c` fit without allocating.
     #[inline]
     pub(crate) fn room(&self, c: Class) -> usize {

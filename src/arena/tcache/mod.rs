@@ -1,7 +1,11 @@
 //! The per-thread front end of the arenas: each thread keeps, per arena it
 //! uses, a small cache of free buffers of the small classes (capacities
 //! below [`CARVE_LIMIT`]), so the common allocate and free take no lock and
-//! no shared atomic read-modify-write.
+//! no shared atomic read-modify-write; and, for the large classes up to
+//! [`LARGE_MAX`], one free buffer per class among those the arena lent this
+//! thread, with the bytes each has materialized (`large.rs`), so a warm
+//! large pair takes no lock either (not on the execution heap's thread,
+//! whose placement depends on every request reaching the heap).
 //!
 //! Design (after jemalloc's tcache, with mimalloc's address arithmetic):
 //! - A cache is a bounded stack per class (`bin.rs`). A hit is a pop or a
@@ -36,6 +40,9 @@
 mod bin;
 mod depot;
 pub(crate) mod epoch;
+mod large;
+#[cfg(all(test, not(loom)))]
+mod large_tests;
 mod link;
 #[cfg(all(test, not(loom)))]
 mod tests;
@@ -43,8 +50,10 @@ mod tests;
 use self::bin::{Bin, Slot};
 pub(crate) use self::depot::Depot;
 pub(crate) use self::epoch::{epoch_flags, first_epoch, ORPHANED};
+pub(crate) use self::large::LARGE_MAX;
+use self::large::{large_index, Large, Piece, LARGE_BYTES, LARGE_CLASSES, LARGE_FIRST};
 use self::link::Link;
-use super::blocks::NIL;
+use super::blocks::{Place, NIL};
 use super::release::STAMP_SEQ_BITS;
 use super::shared::ArenaCore;
 use super::state::{ArenaState, Grant};
@@ -90,8 +99,9 @@ impl Counters {
 
 /// A cache's held bytes (high half) and buffers (low half) in one word: a
 /// cache holds at most `SMALL_CLASSES * BIN_BYTES` (10 MiB) in at most
-/// `SMALL_CLASSES * BIN_SLOTS` buffers, so each half has room to spare,
-/// and a hit updates both with one add and one store.
+/// `SMALL_CLASSES * BIN_SLOTS` buffers, and `LARGE_BYTES` (4 MiB) in its
+/// large slots, so each half has room to spare, and a hit updates both
+/// with one add and one store.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Held(pub u64);
 
@@ -128,6 +138,10 @@ struct Own {
     /// The sequence part of this cache's free stamps.
     seq: u64,
     bins: [Bin; SMALL_CLASSES],
+    /// The large classes' slots (`large.rs`).
+    large: [Large; LARGE_CLASSES],
+    /// Bytes held in `large`.
+    large_bytes: usize,
 }
 
 /// The arena's mirrors (`ArenaCore::live_mirror`, `clock_mirror`) as this
@@ -195,6 +209,8 @@ impl Cache {
                 frees: 0,
                 seq: 0,
                 bins,
+                large: [Large::default(); LARGE_CLASSES],
+                large_bytes: 0,
             }),
         })
     }
@@ -353,6 +369,21 @@ fn take(cache: &Cache, o: &mut Own, s: Slot, c: Class) -> Grant {
     };
     o.held -= one;
     cache.store_counters(o);
+    note_peak(cache, o);
+    Grant {
+        // SAFETY: cached addresses are buffers the arena carved: never null.
+        ptr: unsafe { NonNull::new_unchecked(s.addr as *mut u8) },
+        cap,
+        block: s.block,
+        fresh: false,
+        warm: true,
+    }
+}
+
+/// A buffer left this cache for its user: the live bytes as the peak, if
+/// higher.
+#[inline(always)]
+fn note_peak(cache: &Cache, o: &Own) {
     // Live bytes now: the arena's (less what caches published) less what
     // this cache holds beyond what it published. Exact on one thread.
     let live = cache
@@ -364,14 +395,99 @@ fn take(cache: &Cache, o: &mut Own, s: Slot, c: Class) -> Grant {
     if (live as isize) >= 0 && live > cache.counters.peak.load(Relaxed) {
         cache.counters.peak.store(live, Relaxed);
     }
-    Grant {
-        // SAFETY: cached addresses are buffers the arena carved: never null.
-        ptr: unsafe { NonNull::new_unchecked(s.addr as *mut u8) },
+}
+
+/// A buffer of large class `c` (see `large.rs`) for a request of `size`
+/// bytes from this thread's slot, when it holds one materialized that far;
+/// `None` (nothing changed) otherwise.
+#[inline]
+pub(crate) fn allocate_large_hit(core: &ArenaCore, c: Class, size: usize) -> Option<Grant> {
+    let k = large_index(c)?;
+    let cache = fast_cache(core)?;
+    // SAFETY: this thread's cache; the borrow ends within this function.
+    let o = unsafe { cache.own() };
+    let p = o.large.get_mut(k)?.take(size)?;
+    let cap = capacity(c);
+    o.large_bytes -= cap;
+    o.held -= Held::one(cap);
+    cache.store_counters(o);
+    note_peak(cache, o);
+    Some(Grant {
+        // SAFETY: held addresses are buffers the arena carved: never null.
+        ptr: unsafe { NonNull::new_unchecked(p.addr as *mut u8) },
         cap,
-        block: s.block,
+        block: p.block,
         fresh: false,
         warm: true,
+    })
+}
+
+/// Makes this thread's cache for `core` its current one (made if need be,
+/// with the arena's epoch honoured), so that [`note_lent`] finds it: for a
+/// large request about to take the lock.
+#[inline]
+pub(crate) fn prepare(core: &ArenaCore) {
+    let _ = ready_cache(core);
+}
+
+/// Under the arena's lock: grant `g` of large class `c` goes to this
+/// thread. Its record's ready length is noted in this thread's current
+/// cache (when it is `core`'s), so that its free may come back to the
+/// class's slot (`large.rs`). Only own-class buffers (segment or own
+/// mapping): heap pieces are never cached.
+pub(crate) fn note_lent(st: &ArenaState, core: &ArenaCore, c: Class, g: &Grant) {
+    let Some(k) = large_index(c) else { return };
+    let Some(b) = st.table.get(g.block) else {
+        return;
+    };
+    let addr = g.ptr.as_ptr() as usize;
+    if !matches!(b.place, Place::Segment(_) | Place::Own) || b.addr != addr || b.cap != capacity(c)
+    {
+        return;
     }
+    let Some(cache) = fast_cache(core) else {
+        return;
+    };
+    // SAFETY: this thread's cache; the borrow ends within this function.
+    let o = unsafe { cache.own() };
+    if let Some(l) = o.large.get_mut(k) {
+        l.lend(Piece {
+            addr,
+            block: g.block,
+            ready: b.ready.min(b.cap),
+        });
+    }
+}
+
+/// Returns a buffer of large class `c` at `addr` (block `block`, or `NIL`
+/// when the freeing path knows only the address) into this thread's slot
+/// for the class, when the arena lent it to this thread and the slot is
+/// empty; `false` (nothing kept) when the arena must take it.
+#[inline]
+pub(crate) fn free_large_hit(core: &ArenaCore, c: Class, addr: usize, block: u32) -> bool {
+    let Some(k) = large_index(c) else {
+        return false;
+    };
+    let Some(cache) = fast_cache(core) else {
+        return false;
+    };
+    // SAFETY: this thread's cache; the borrow ends within this function.
+    let o = unsafe { cache.own() };
+    let cap = capacity(c);
+    let Some(l) = o.large.get_mut(k) else {
+        return false;
+    };
+    let room = o.large_bytes + cap <= LARGE_BYTES;
+    let at = stamp(cache, &mut o.seq);
+    if !l.returned(addr, block, block == NIL, room, at) {
+        return false;
+    }
+    o.large_bytes += cap;
+    o.held += Held::one(cap);
+    o.frees += 1;
+    cache.store_counters(o);
+    cache.counters.frees.store(o.frees, Relaxed);
+    true
 }
 
 /// Returns a small buffer of class `c` into this thread's cache; `false`
@@ -499,6 +615,79 @@ fn flush(st: &mut ArenaState, core: &ArenaCore, o: &mut Own, n: usize, trim: boo
             give_back(st, core, o, c, n, trim);
         }
     }
+    flush_large(st, core, o, trim);
+}
+
+/// Under the arena's lock, before a request of large class `c` that this
+/// thread's slot could not serve (its buffer not materialized that far):
+/// the slot's buffer goes back to the arena first, which materializes it
+/// and serves the request with it, instead of carving another buffer
+/// while this one sits in the slot.
+#[inline]
+pub(crate) fn settle_large(st: &mut ArenaState, core: &ArenaCore, c: Class) {
+    if cfg!(loom) {
+        return;
+    }
+    let Some(k) = large_index(c) else { return };
+    // This thread's cache for `core`, current or not (the request may
+    // come through a path that did not make it current).
+    let Some(p) = slotted(core, core.id) else {
+        return;
+    };
+    // SAFETY: this thread's cache, found in its slot; no other borrow alive.
+    let cache = unsafe { &*p };
+    // SAFETY: as above.
+    let o = unsafe { cache.own() };
+    if !o.large.get(k).is_some_and(Large::holds) {
+        return;
+    }
+    publish(st, o);
+    give_back_large(st, core, o, k, false);
+    cache.store_all(o);
+}
+
+/// Gives large slot `k`'s buffer back to the arena (see [`flush_large`]).
+fn give_back_large(st: &mut ArenaState, core: &ArenaCore, o: &mut Own, k: usize, trim: bool) {
+    let Some((p, at)) = o.large.get_mut(k).and_then(Large::take_held) else {
+        return;
+    };
+    let cap = capacity(LARGE_FIRST + k);
+    o.held -= Held::one(cap);
+    o.published -= cap;
+    o.large_bytes -= cap;
+    st.cached_bytes -= cap;
+    // Counted as a free by the cache already.
+    st.cache_flushed += 1;
+    // In free order, as its user freed it.
+    let i = st.free_cached(p.block, p.addr, at);
+    debug_assert!(i != NIL, "a cached large buffer was not live");
+    if i == NIL {
+        return;
+    }
+    if st.behind_high(i) {
+        st.catch_up(i, &core.os);
+    }
+    if trim {
+        let bytes = st.evict(i, &core.os);
+        st.stats.trimmed_bytes += bytes;
+    }
+    if st.over_cap() {
+        st.enforce_cap(&core.os);
+    }
+}
+
+/// Frees every large slot's buffer into its class's free list at its free
+/// stamp (materialized up to its class's high water, as the arena's own
+/// free does) and forgets the lent buffers (a trim may release their
+/// pages; their frees go to the arena from now on); with `trim`, the freed
+/// buffers' pages go too.
+fn flush_large(st: &mut ArenaState, core: &ArenaCore, o: &mut Own, trim: bool) {
+    for k in 0..LARGE_CLASSES {
+        if let Some(l) = o.large.get_mut(k) {
+            l.forget_lent();
+        }
+        give_back_large(st, core, o, k, trim);
+    }
 }
 
 /// Gives back the `n` oldest buffers of bin `c`: into the arena's depot
@@ -588,24 +777,43 @@ fn allocate_slow(core: &ArenaCore, c: Class) -> Option<Grant> {
     let cap = capacity(c);
     let batch = o.bins[c].batch();
     let bin = &mut o.bins[c];
-    // The depot's buffers first (no block record to touch; they are in
-    // `cached_bytes` already), then the class's free list.
+    // The most recently freed first, from the depot (no block record to
+    // touch; they are in `cached_bytes` already) or the class's free list,
+    // so that the cache hands out what the arena would: its newest.
     let mut got = 0;
     while got < batch {
-        let Some(s) = st.depot.pop(c) else { break };
-        let pushed = bin.push(s);
-        debug_assert!(pushed, "an empty bin holds a batch");
+        let listed = if st.warm.has(c) {
+            st.table.get(st.warm.newest(c)).map(|b| b.freed_at)
+        } else {
+            None
+        };
+        let took = match (st.depot.newest_stamp(c), listed) {
+            (Some(d), l) if l.map_or(true, |l| d >= l) => match st.depot.pop(c) {
+                Some(s) => {
+                    let pushed = bin.push(s);
+                    debug_assert!(pushed, "an empty bin holds a batch");
+                    pushed
+                }
+                None => false,
+            },
+            (_, Some(_)) => {
+                st.take_for_cache(c, 1, |addr, block, stamp| {
+                    let pushed = bin.push(Slot { addr, block, stamp });
+                    debug_assert!(pushed, "an empty bin holds a batch");
+                }) == 1
+            }
+            _ => false,
+        };
+        if !took {
+            break;
+        }
         got += 1;
     }
-    got += st.take_for_cache(c, batch - got, |addr, block, stamp| {
-        let pushed = bin.push(Slot { addr, block, stamp });
-        debug_assert!(pushed, "an empty bin holds a batch");
-    });
+    // Pushed newest first: the newest goes on top.
+    bin.sort_by_stamp();
     o.held += Held::one(cap) * got as u64;
     o.published += got * cap;
     cache.store_all(o);
-    // The refill is in free order oldest-first on the arena side; the bin
-    // hands out its top (the last taken), which is fine: all are retained.
     drop(st);
     // Nothing of the class itself: the shared path serves it (a new buffer
     // of the class). Only the request's own class is reused, in the cache

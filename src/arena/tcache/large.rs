@@ -1,0 +1,272 @@
+//! A thread cache's large slots: for each class from [`CARVE_LIMIT`] up to
+//! [`LARGE_MAX`], one free buffer, and the buffers of the class the arena
+//! handed to this thread under its lock ("lent"), each with its ready
+//! length (the bytes known to have their pages, `ready.rs`).
+//!
+//! Why lent entries: a small class's buffers are always wholly
+//! materialized, a large one's only up to the largest request its class
+//! has seen when it was handed out. A free into the slot must know that
+//! length without the lock, and a handle or an allocator-api2 free knows
+//! only the address (and block). So the arena's grant records it here
+//! (under the lock, where the block record is), a free finds it by
+//! address, and the slot serves a later request only up to it; anything
+//! larger goes to the arena, whose free materializes the buffer up to its
+//! class's high water (`ArenaState::free`). Only buffers this thread was
+//! lent come back into its slots, as the small bins take only frees
+//! against their credit.
+//!
+//! Pure bookkeeping over plain values: no atomics, no unsafe, so Miri and
+//! unit tests cover it whole.
+
+use super::super::CARVE_LIMIT;
+use crate::size_class::{class_of_classed, Class};
+
+/// The largest capacity a thread caches.
+pub(crate) const LARGE_MAX: usize = 1 << 20;
+/// The first large class (capacity [`CARVE_LIMIT`]).
+pub(crate) const LARGE_FIRST: Class = class_of_classed(CARVE_LIMIT);
+/// One past the last cached large class.
+pub(crate) const LARGE_END: Class = class_of_classed(LARGE_MAX) + 1;
+/// Cached large classes.
+pub(crate) const LARGE_CLASSES: usize = LARGE_END - LARGE_FIRST;
+/// Bytes a cache holds in its large slots at most: a few buffers, so a
+/// thread that stops using a class strands little.
+pub(crate) const LARGE_BYTES: usize = 4 << 20;
+/// Lent buffers remembered per class (older ones are forgotten: their
+/// frees then go to the arena).
+const LENT: usize = 2;
+
+/// A large buffer: address (0: none), block record and ready length.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Piece {
+    pub addr: usize,
+    pub block: u32,
+    pub ready: usize,
+}
+
+/// One large class's buffers known to this thread: each entry is a
+/// buffer lent to it (in its user's hands) or held (free, in the slot).
+/// At most one is held.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Large {
+    pieces: [Piece; LENT],
+    /// Bit `k` set: `pieces[k]` is held.
+    held: u8,
+    /// The held buffer's free stamp (its place in the arena's free order).
+    stamp: u64,
+    /// The entry the next grant overwrites when none is free.
+    next: u8,
+}
+
+impl Large {
+    /// Whether the slot holds a buffer.
+    #[inline(always)]
+    pub(crate) fn holds(&self) -> bool {
+        self.held != 0
+    }
+
+    /// The held buffer, taken, when it is ready for `size` bytes; it is
+    /// lent again (its free may come back here).
+    #[inline(always)]
+    pub(crate) fn take(&mut self, size: usize) -> Option<Piece> {
+        let k = self.held.trailing_zeros() as usize;
+        let p = *self.pieces.get(k)?;
+        if p.ready < size {
+            return None;
+        }
+        self.held = 0;
+        Some(p)
+    }
+
+    /// Remembers that `p` was handed to this thread (in place of its own
+    /// entry, a free one, or the oldest lent one; never the held one).
+    #[inline(always)]
+    pub(crate) fn lend(&mut self, p: Piece) {
+        let lent = |k: usize| self.held & (1 << k) == 0;
+        let k = (0..LENT)
+            .find(|&k| lent(k) && (self.pieces[k].addr == 0 || self.pieces[k].addr == p.addr))
+            .or_else(|| {
+                let k = usize::from(self.next) % LENT;
+                self.next = self.next.wrapping_add(1);
+                lent(k).then_some(k)
+            })
+            .or_else(|| (0..LENT).find(|&k| lent(k)));
+        if let Some(e) = k.and_then(|k| self.pieces.get_mut(k)) {
+            *e = p;
+        }
+    }
+
+    /// The lent buffer at `addr` (with block `block`, unless `any_block`:
+    /// an address-only free) is being freed at `stamp`: into the slot when
+    /// it is empty and the cache has `room` (`true`), else forgotten
+    /// (`false`, the arena takes it); also `false` when it is not lent
+    /// here.
+    #[inline(always)]
+    pub(crate) fn returned(
+        &mut self,
+        addr: usize,
+        block: u32,
+        any_block: bool,
+        room: bool,
+        stamp: u64,
+    ) -> bool {
+        for k in 0..LENT {
+            let e = self.pieces[k];
+            if e.addr == addr
+                && addr != 0
+                && (any_block || e.block == block)
+                && self.held & (1 << k) == 0
+            {
+                if self.held != 0 || !room {
+                    self.pieces[k] = Piece::default();
+                    return false;
+                }
+                self.held = 1 << k;
+                self.stamp = stamp;
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The held buffer, if any.
+    #[cfg(test)]
+    pub(crate) fn held_piece(&self) -> Option<Piece> {
+        self.pieces
+            .get(self.held.trailing_zeros() as usize)
+            .copied()
+    }
+
+    /// The held buffer and its free stamp, taken out and forgotten (for a
+    /// flush).
+    pub(crate) fn take_held(&mut self) -> Option<(Piece, u64)> {
+        let k = self.held.trailing_zeros() as usize;
+        let p = core::mem::take(self.pieces.get_mut(k)?);
+        self.held = 0;
+        Some((p, self.stamp))
+    }
+
+    /// Forgets every lent buffer (after a flush: a trim may have released
+    /// their pages, and their frees go to the arena from now on). The held
+    /// one stays.
+    pub(crate) fn forget_lent(&mut self) {
+        for k in 0..LENT {
+            if self.held & (1 << k) == 0 {
+                self.pieces[k] = Piece::default();
+            }
+        }
+    }
+}
+
+/// The slot index of class `c`, when it is a cached large class.
+#[inline(always)]
+pub(crate) const fn large_index(c: Class) -> Option<usize> {
+    let k = c.wrapping_sub(LARGE_FIRST);
+    if k < LARGE_CLASSES {
+        Some(k)
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::size_class::capacity;
+
+    fn piece(k: usize, ready: usize) -> Piece {
+        Piece {
+            addr: (k + 1) << 20,
+            block: k as u32,
+            ready,
+        }
+    }
+
+    #[test]
+    fn the_classes_run_from_the_carve_limit_to_one_mib() {
+        assert_eq!(capacity(LARGE_FIRST), CARVE_LIMIT);
+        assert_eq!(capacity(LARGE_END - 1), LARGE_MAX);
+        assert_eq!(large_index(LARGE_FIRST - 1), None);
+        assert_eq!(large_index(LARGE_FIRST), Some(0));
+        assert_eq!(large_index(LARGE_END - 1), Some(LARGE_CLASSES - 1));
+        assert_eq!(large_index(LARGE_END), None);
+    }
+
+    #[test]
+    fn only_a_lent_buffer_comes_back_and_only_as_far_as_it_is_ready() {
+        let mut l = Large::default();
+        let p = piece(0, 100 << 10);
+        l.lend(p);
+        // Another buffer, or the right address with another block: no.
+        assert!(!l.returned(piece(1, 0).addr, 1, false, true, 5));
+        assert!(!l.returned(p.addr, 7, false, true, 5));
+        assert!(l.returned(p.addr, 0, false, true, 5));
+        assert!(l.holds());
+        assert_eq!(l.held_piece(), Some(p));
+        // Held, it is not lent: a second free of it is refused.
+        assert!(!l.returned(p.addr, 0, true, true, 5));
+        // A request beyond its ready bytes is not served from it.
+        assert_eq!(l.take((100 << 10) + 1), None);
+        assert_eq!(l.take(100 << 10), Some(p));
+        assert!(!l.holds());
+        assert_eq!(l.take(1), None);
+        // Taken, it is lent again: an address-only free finds it.
+        assert!(l.returned(p.addr, 99, true, true, 5));
+        assert_eq!(l.take_held(), Some((p, 5)));
+        assert_eq!(l.take_held(), None);
+        // Taken out by a flush, it is forgotten.
+        assert!(!l.returned(p.addr, 0, false, true, 5));
+    }
+
+    #[test]
+    fn a_full_slot_forgets_the_buffer_it_refuses() {
+        let mut l = Large::default();
+        let (a, b) = (piece(0, 1), piece(1, 1));
+        l.lend(a);
+        l.lend(b);
+        assert!(l.returned(a.addr, 0, false, true, 5));
+        // No room in the cache: refused and forgotten.
+        l.lend(b);
+        assert!(!l.returned(b.addr, 1, false, false, 5));
+        assert!(!l.returned(b.addr, 1, false, true, 5));
+        l.lend(b);
+        // The slot is full: `b` goes to the arena and is forgotten here.
+        assert!(!l.returned(b.addr, 1, false, true, 5));
+        assert_eq!(l.take(1), Some(a));
+        assert!(!l.returned(b.addr, 1, false, true, 5));
+        // A grant never overwrites the held buffer.
+        assert!(l.returned(a.addr, 0, false, true, 5));
+        for k in 2..6 {
+            l.lend(piece(k, 1));
+        }
+        assert_eq!(l.held_piece(), Some(a));
+        l.forget_lent();
+        assert_eq!(l.take(1), Some(a));
+    }
+
+    #[test]
+    fn lent_entries_are_bounded_and_forgettable() {
+        let mut l = Large::default();
+        for k in 0..5 {
+            l.lend(piece(k, 1));
+        }
+        let kept = (0..5)
+            .filter(|&k| {
+                let back = l.returned(piece(k, 0).addr, k as u32, false, true, 5);
+                if back {
+                    l.take_held();
+                }
+                back
+            })
+            .count();
+        assert_eq!(kept, LENT);
+        l.lend(piece(9, 1));
+        l.forget_lent();
+        assert!(!l.returned(piece(9, 0).addr, 9, false, true, 5));
+        // Lending the same address again replaces its entry.
+        l.lend(piece(3, 1));
+        l.lend(piece(3, 2));
+        assert!(l.returned(piece(3, 0).addr, 3, false, true, 5));
+        assert_eq!(l.take(2).map(|p| p.ready), Some(2));
+    }
+}

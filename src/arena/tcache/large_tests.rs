@@ -1,0 +1,205 @@
+//! The large slots (`large.rs`) against their promises: warm large pairs
+//! on one thread take no lock and count exactly; only buffers lent to the
+//! thread come back to its slot; a request the slot's buffer is not
+//! materialized for gets that buffer from the arena, not a new one; trim,
+//! the cap, thread exit and a dropped arena reach the slots; the execution
+//! heap's thread never uses them.
+
+use crate::arena::shared::destroyed;
+use crate::size_class::{capacity, class_of};
+use crate::{ArenaConfig, ExecutionArena, IoArena};
+use allocator_api2::vec::Vec as AVec;
+use std::sync::{Arc, Barrier};
+
+fn io() -> IoArena {
+    IoArena::with_config(ArenaConfig::default().huge_pages(false))
+}
+
+fn cap_of(size: usize) -> usize {
+    capacity(class_of(size).unwrap())
+}
+
+#[test]
+fn warm_large_pairs_take_no_lock_and_count_exactly() {
+    let a = io();
+    let n = if cfg!(miri) { 20 } else { 1000 };
+    for &size in &[64 << 10, 200 << 10, 1 << 20] {
+        let cap = cap_of(size);
+        let first = a.allocate(size, 64).unwrap();
+        let p = first.as_ptr();
+        drop(first);
+        let before = a.stats();
+        for _ in 0..n {
+            let x = a.allocate(size, 64).unwrap();
+            assert!(x.served_warm());
+            assert_eq!((x.as_ptr(), x.capacity()), (p, cap));
+            drop(x);
+        }
+        let s = a.stats();
+        // The one locked operation is `stats()` itself.
+        assert_eq!(
+            s.locked_operations,
+            before.locked_operations + 1,
+            "size {size}"
+        );
+        assert_eq!(s.warm_allocations, before.warm_allocations + n as u64);
+        assert_eq!(s.frees, before.frees + n as u64);
+        assert_eq!((s.live_bytes, s.live_buffers), (0, 0));
+        assert_eq!(s.retained_bytes, before.retained_bytes);
+        assert_eq!(s.os, before.os, "no system call while warm");
+        assert_eq!(a.check_invariants(), Ok(()));
+    }
+    let s = a.stats();
+    assert_eq!(s.peak_live_bytes, cap_of(1 << 20));
+    assert_eq!(
+        s.retained_bytes,
+        cap_of(64 << 10) + cap_of(200 << 10) + cap_of(1 << 20)
+    );
+}
+
+#[test]
+fn allocator_api2_frees_by_address_come_back_to_the_slot() {
+    let a = io();
+    let n = if cfg!(miri) { 10 } else { 500 };
+    drop(AVec::<u8, _>::with_capacity_in(300 << 10, &a));
+    let before = a.stats();
+    for k in 0..n {
+        let mut v = AVec::<u8, _>::with_capacity_in(300 << 10, &a);
+        v.push(k as u8);
+        assert_eq!(v[0], k as u8);
+    }
+    let s = a.stats();
+    assert_eq!(s.locked_operations, before.locked_operations + 1);
+    assert_eq!(s.cold_allocations, before.cold_allocations);
+    assert_eq!((s.live_bytes, s.retained_bytes), (0, before.retained_bytes));
+    assert_eq!(a.check_invariants(), Ok(()));
+}
+
+#[test]
+fn a_request_beyond_the_slots_ready_bytes_gets_that_buffer_from_the_arena() {
+    let a = io();
+    let cap = cap_of(200 << 10);
+    // A request of the class smaller than its capacity: the buffer is
+    // materialized that far only.
+    let small = cap - 6000;
+    assert_eq!(cap_of(small), cap, "test premise");
+    let x = a.allocate(small, 64).unwrap();
+    let p = x.as_ptr();
+    drop(x);
+    let before = a.stats();
+    // The whole capacity: not from the slot (its pages are not all
+    // there); the arena takes the buffer back, materializes it and hands
+    // it out again: no new buffer.
+    let mut y = a.allocate(cap, 64).unwrap();
+    assert_eq!(y.as_ptr(), p);
+    assert!(y.served_warm());
+    y.as_mut_slice().fill(7);
+    drop(y);
+    let s = a.stats();
+    assert_eq!(s.cold_allocations, before.cold_allocations);
+    assert_eq!(s.os.maps, before.os.maps);
+    assert_eq!(s.retained_bytes, cap);
+    // And from now on, served from the slot at any size of the class.
+    let z = a.allocate(cap, 64).unwrap();
+    assert_eq!(z.as_ptr(), p);
+    drop(z);
+    assert_eq!(a.stats().locked_operations, s.locked_operations + 1);
+    assert_eq!(a.check_invariants(), Ok(()));
+}
+
+#[test]
+fn a_buffer_freed_on_another_thread_goes_to_the_arena() {
+    let a = io();
+    let x = a.allocate(500 << 10, 64).unwrap();
+    let p = x.as_ptr() as usize;
+    std::thread::spawn(move || drop(x)).join().unwrap();
+    let s = a.stats();
+    assert_eq!((s.live_bytes, s.retained_bytes), (0, cap_of(500 << 10)));
+    // The other thread was never lent it: the arena has it, and serves it.
+    let y = a.allocate(500 << 10, 64).unwrap();
+    assert_eq!(y.as_ptr() as usize, p);
+    assert!(y.served_warm());
+    drop(y);
+    assert_eq!(a.check_invariants(), Ok(()));
+}
+
+#[test]
+fn trim_the_cap_and_thread_exit_reach_the_slots() {
+    let a = io();
+    let cap = cap_of(1 << 20);
+    // Another thread's slot: its buffer comes back when the thread exits.
+    let b = a.clone();
+    std::thread::spawn(move || drop(b.allocate(1 << 20, 64).unwrap()))
+        .join()
+        .unwrap();
+    let s = a.stats();
+    assert_eq!((s.live_bytes, s.retained_bytes), (0, cap));
+    // This thread's slot: counted as retained, released by trim.
+    drop(a.allocate(1 << 20, 64).unwrap());
+    assert_eq!(a.stats().retained_bytes, cap);
+    assert_eq!(a.trim(), cap);
+    let s = a.stats();
+    assert_eq!((s.retained_bytes, s.trimmed_bytes), (0, cap));
+    assert_eq!(a.check_invariants(), Ok(()));
+    // A cap below what caching allows: the slot is flushed and the cap
+    // holds.
+    drop(a.allocate(1 << 20, 64).unwrap());
+    a.set_retention_cap(cap / 2);
+    assert_eq!(a.stats().retained_bytes, 0);
+    drop(a.allocate(1 << 20, 64).unwrap());
+    assert_eq!(a.stats().retained_bytes, 0);
+    assert_eq!(a.check_invariants(), Ok(()));
+}
+
+#[test]
+fn an_arena_dropped_while_slots_hold_its_buffers_is_freed_once() {
+    // This thread's slot: the last handle's drop flushes it.
+    let a = io();
+    let id = a.core.id;
+    drop(a.allocate(1 << 20, 64).unwrap());
+    drop(a);
+    assert_eq!(destroyed::count(id), 1);
+    // Another thread's slot keeps the body until that thread lets go.
+    let a = io();
+    let id = a.core.id;
+    let mine = a.clone();
+    let step = Arc::new(Barrier::new(2));
+    let s2 = Arc::clone(&step);
+    let t = std::thread::spawn(move || {
+        drop(mine.allocate(1 << 20, 64).unwrap());
+        drop(mine);
+        s2.wait();
+        s2.wait();
+    });
+    step.wait();
+    drop(a);
+    assert_eq!(destroyed::count(id), 0, "a held buffer keeps the arena");
+    step.wait();
+    t.join().unwrap();
+    assert_eq!(destroyed::count(id), 1, "freed exactly once");
+}
+
+#[test]
+fn the_execution_heaps_thread_never_uses_the_slots() {
+    let a = ExecutionArena::with_config(ArenaConfig::default().huge_pages(false));
+    drop(a.allocate(1 << 20, 64).unwrap());
+    let before = a.stats();
+    drop(a.allocate(1 << 20, 64).unwrap());
+    // Two locked operations (and `stats()`): the heap serves and takes it
+    // back.
+    assert_eq!(a.stats().locked_operations, before.locked_operations + 3);
+    // Another thread of the same arena gets own classes, and its slot.
+    let b = a.clone();
+    let locks = std::thread::spawn(move || {
+        drop(b.allocate(1 << 20, 64).unwrap());
+        let l = b.stats().locked_operations;
+        for _ in 0..10 {
+            drop(b.allocate(1 << 20, 64).unwrap());
+        }
+        b.stats().locked_operations - l - 1
+    })
+    .join()
+    .unwrap();
+    assert_eq!(locks, 0);
+    assert_eq!(a.check_invariants(), Ok(()));
+}
