@@ -106,6 +106,9 @@ fn pairs(c: &mut Criterion) {
     }
 }
 
+#[path = "common/rounds.rs"]
+mod rounds;
+
 /// One allocator's `n` pairs of `layout`, timed.
 type Variant<'a> = Box<dyn Fn(Layout, u64) -> Duration + 'a>;
 
@@ -117,23 +120,6 @@ fn peer_rounds<A: GlobalAlloc>(a: &A) -> Variant<'_> {
         }
         t.elapsed()
     })
-}
-
-/// ns per pair of each variant: its fastest of [`ROUNDS`] rounds of
-/// [`ROUND_PAIRS`] pairs, the variants taking turns (rotating who goes
-/// first).
-fn fastest_rounds(l: Layout, variants: &[Variant<'_>]) -> Vec<f64> {
-    const ROUNDS: usize = 200;
-    const ROUND_PAIRS: u64 = 2_000;
-    let mut best = vec![f64::MAX; variants.len()];
-    for r in 0..ROUNDS {
-        for k in 0..variants.len() {
-            let v = (r + k) % variants.len();
-            let t = variants[v](l, ROUND_PAIRS).as_nanos() as f64 / ROUND_PAIRS as f64;
-            best[v] = best[v].min(t);
-        }
-    }
-    best
 }
 
 /// The `pair` comparison as a fastest-of-rounds table (printed).
@@ -170,7 +156,8 @@ fn fastest_of_rounds(_: &mut Criterion) {
             peer_rounds(&mimalloc::MiMalloc),
             peer_rounds(&tikv_jemallocator::Jemalloc),
         ];
-        let t = fastest_rounds(l, &variants);
+        let refs: Vec<rounds::Variant<'_>> = variants.iter().map(|v| &**v).collect();
+        let t = rounds::fastest_rounds(l, &refs, 200, 2_000);
         println!(
             "| {size} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2}x | {:.2}x |",
             t[0],

@@ -91,22 +91,12 @@ fn unscoped(c: &mut Criterion) {
     drop(held);
 }
 
-/// Per-pair times of several variants, made robust to a shared, loaded
-/// machine: the variants take turns in short rounds (rotating who goes
-/// first) and each keeps its fastest round, since interference only ever
-/// adds time. Returns ns per pair, one per variant.
-fn fastest_rounds(l: Layout, variants: &[&dyn Fn(Layout, u64) -> Duration]) -> Vec<f64> {
-    const ROUNDS: usize = 400;
-    const PAIRS: u64 = 20_000;
-    let mut best = vec![f64::MAX; variants.len()];
-    for r in 0..ROUNDS {
-        for k in 0..variants.len() {
-            let v = (r + k) % variants.len();
-            let t = variants[v](l, PAIRS).as_nanos() as f64 / PAIRS as f64;
-            best[v] = best[v].min(t);
-        }
-    }
-    best
+#[path = "common/rounds.rs"]
+mod rounds;
+
+/// [`rounds::fastest_rounds`] with this bench's 400 rounds of 20 000 pairs.
+fn fastest_rounds(l: Layout, variants: &[rounds::Variant<'_>]) -> Vec<f64> {
+    rounds::fastest_rounds(l, variants, 400, 20_000)
 }
 
 /// Both comparisons again as fastest-of-rounds tables (printed), which

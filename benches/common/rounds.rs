@@ -1,0 +1,27 @@
+//! The fastest-of-rounds measure the benches print beside criterion's
+//! groups: on a shared machine criterion times each variant in a block of
+//! its own, and this VM runs one block fast and the next slow, so a ratio
+//! of two criterion means can say more about the blocks than about the
+//! variants. Here the variants take turns in short rounds (rotating who
+//! goes first) and each keeps its fastest round: interference only ever
+//! adds time.
+
+use std::alloc::Layout;
+use std::time::Duration;
+
+/// One variant: `n` allocate+free pairs of `layout`, timed.
+pub type Variant<'a> = &'a dyn Fn(Layout, u64) -> Duration;
+
+/// ns per pair of each variant: its fastest of `rounds` rounds of `pairs`
+/// pairs of `l`, the variants taking turns.
+pub fn fastest_rounds(l: Layout, variants: &[Variant<'_>], rounds: usize, pairs: u64) -> Vec<f64> {
+    let mut best = vec![f64::MAX; variants.len()];
+    for r in 0..rounds {
+        for k in 0..variants.len() {
+            let v = (r + k) % variants.len();
+            let t = variants[v](l, pairs).as_nanos() as f64 / pairs as f64;
+            best[v] = best[v].min(t);
+        }
+    }
+    best
+}
