@@ -206,10 +206,10 @@ impl ArenaCore {
     /// the alignment, on any thread but the execution heap's.
     #[inline(always)]
     fn caches_large(&self, c: usize, align: usize) -> bool {
-        // The heap's thread first: the test that turns it away is the
-        // only one its (heap) pairs pay.
-        self.off_heap_thread()
-            && c >= SMALL_CLASSES
+        // The heap's thread right after the cheapest test: turning it away
+        // is all its (heap) pairs pay.
+        c >= SMALL_CLASSES
+            && self.off_heap_thread()
             && capacity(c) <= tcache::LARGE_MAX
             && tcache::serves(c, align)
     }
@@ -504,6 +504,7 @@ impl ArenaCore {
     pub(crate) fn free_at_layout(&self, addr: usize, size: usize, align: usize) -> bool {
         if !self.pattern_on
             && size.wrapping_sub(1) < tcache::LARGE_MAX
+            && size >= CARVE_LIMIT / 2
             && align.is_power_of_two()
             && align <= 4096
         {
@@ -736,6 +737,8 @@ impl CoreHandle {
                 state: CachePadded::new(SpinLock::new(ArenaState::new(config))),
                 os: OsCounters::new(),
                 pattern_on,
+                // The execution heap's thread (a thread-local's address:
+                // never 0); pattern mode keeps the class lists.
                 heap_thread: if kind == ArenaKind::Execution && !config.pattern {
                     super::heap::thread_token()
                 } else {
@@ -754,9 +757,10 @@ impl CoreHandle {
         // thread that made them in the execution heap (`heap.rs`); pattern
         // mode keeps the class lists.
         unsafe {
+            let heap_thread = (*raw).heap_thread;
             let st = (*raw).state.get_mut();
-            st.heap_on = kind == ArenaKind::Execution && !config.pattern;
-            st.heap_thread = super::heap::thread_token();
+            st.heap_on = heap_thread != 0;
+            st.heap_thread = heap_thread;
         }
         // SAFETY: as above, the body is not shared yet.
         unsafe {
