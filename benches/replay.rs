@@ -62,9 +62,8 @@ fn drive<B: Backend>(b: &B, shapes: &[&Replay], align: usize) -> Outcome {
         times.push(t.elapsed().as_secs_f64() * 1e3);
         faults = faults.max(counter.read().minor);
     }
-    times.sort_by(|a, b| a.partial_cmp(b).unwrap());
     Outcome {
-        warm_ms: times[times.len() / 2],
+        warm_ms: median(times),
         warm_faults: faults,
         rss: rss_bytes().saturating_sub(rss0),
         huge: anon_huge_bytes().saturating_sub(huge0),
