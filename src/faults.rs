@@ -39,6 +39,57 @@ pub fn pre_touch_stack() {
     core::hint::black_box(&mut pad);
 }
 
+/// Reads one byte of every page of this process's executable file
+/// mappings (its code and that of the libraries it loaded), so that a code
+/// path run for the first time inside a measured stretch does not count
+/// the fault that brings its instructions in: a fault of the program's
+/// text, not of the memory under test. Returns the pages read (0 where
+/// `/proc/self/maps` cannot be read, e.g. off Linux). Call it, with
+/// [`pre_touch_stack`], just before [`FaultCounter::reset`].
+///
+/// ```
+/// use warmarena::faults::pre_touch_code;
+/// let pages = pre_touch_code();
+/// if cfg!(target_os = "linux") {
+///     assert!(pages > 0);
+/// }
+/// ```
+#[inline(never)]
+pub fn pre_touch_code() -> usize {
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return 0;
+    };
+    let mut pages = 0;
+    for line in maps.lines() {
+        let mut fields = line.split_whitespace();
+        let (Some(range), Some(perms)) = (fields.next(), fields.next()) else {
+            continue;
+        };
+        // Readable, executable, and backed by a file (an inode other than 0).
+        let inode = fields.nth(2).unwrap_or("0");
+        if !perms.starts_with("r-x") || inode == "0" {
+            continue;
+        }
+        let Some((lo, hi)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+        else {
+            continue;
+        };
+        let mut at = lo;
+        while at < hi {
+            // SAFETY: [lo, hi) is a readable mapping of this process, listed
+            // by the kernel just now; code mappings are not unmapped while
+            // the code runs, and a read does not change them.
+            unsafe { core::ptr::read_volatile(at as *const u8) };
+            pages += 1;
+            at += 4096;
+        }
+    }
+    pages
+}
+
 /// Where the counts come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FaultSource {

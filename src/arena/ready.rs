@@ -12,6 +12,14 @@
 //! write is already there; and no byte beyond the largest request of a
 //! class is ever materialized, so retention costs no more than the workload
 //! touched.
+//!
+//! Thread caches hand small buffers out and take them back without the
+//! arena, so no request size of theirs reaches a high water, and none is
+//! needed: a small buffer starts at a multiple of its capacity in a
+//! page-aligned run, and every request of its class ends within the
+//! class's last step (a power of two dividing both the capacity and the
+//! page size), so no page of the buffer starts between the end of one
+//! request of the class and the end of a larger one.
 
 use super::blocks::{DEDICATED, NIL};
 use super::state::ArenaState;
@@ -112,6 +120,34 @@ impl ArenaState {
                 // being handed out, freed, or retained).
                 unsafe { os::prefault(NonNull::new_unchecked(start as *mut u8), end - start, os) };
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{CARVE_LIMIT, RUN_LEN};
+    use crate::size_class::capacity;
+
+    /// Pages `[addr, addr + len)` reaches.
+    fn pages(addr: usize, len: usize) -> usize {
+        (addr + len).div_ceil(4096) - addr / 4096
+    }
+
+    /// What lets thread caches skip the high water (module docs): in a
+    /// run, every buffer of a small class reaches the same pages for the
+    /// smallest request of its class as for its whole capacity.
+    #[test]
+    fn a_small_buffer_reaches_the_same_pages_for_every_request_of_its_class() {
+        let mut c = 0;
+        while capacity(c) < CARVE_LIMIT {
+            let cap = capacity(c);
+            let smallest = if c == 0 { 1 } else { capacity(c - 1) + 1 };
+            for k in 0..RUN_LEN / cap {
+                let at = k * cap;
+                assert_eq!(pages(at, smallest), pages(at, cap), "class {cap} slot {k}");
+            }
+            c += 1;
         }
     }
 }

@@ -163,7 +163,18 @@ impl Bin {
     /// retained buffer: a refill pushes its batch newest first.
     pub(crate) fn sort_by_stamp(&mut self) {
         let len = self.len as usize;
-        self.slots[..len].sort_unstable_by_key(|s| s.stamp);
+        let s = &mut self.slots[..len];
+        // Newest first is close to the order wanted, reversed; an insertion
+        // sort then moves the few out of place (stamps of different threads
+        // in the depot) in one pass, with no call into a general sort.
+        s.reverse();
+        for i in 1..s.len() {
+            let mut j = i;
+            while j > 0 && s[j - 1].stamp > s[j].stamp {
+                s.swap(j - 1, j);
+                j -= 1;
+            }
+        }
     }
 
     /// Removes the `n` oldest entries (all when fewer), handing each to
