@@ -97,10 +97,13 @@ impl Bin {
         }
     }
 
-    /// The cache handed out one buffer of this class.
+    /// The cache handed out one buffer of this class. Wrapping: only a
+    /// thread that allocated 2^32 buffers more than it freed reaches the
+    /// wrap, and a credit of 0 then sends its frees to the arena, which is
+    /// always correct (what a credit saves is a lock, nothing more).
     #[inline(always)]
     pub(crate) fn note_handed_out(&mut self) {
-        self.credit = self.credit.saturating_add(1);
+        self.credit = self.credit.wrapping_add(1);
     }
 
     /// Whether a free may be cached here (it uses one credit if so).
