@@ -19,11 +19,12 @@ use super::tcache::{self, SMALL_CLASSES};
 use super::{ArenaConfig, ArenaKind, CARVE_LIMIT, MAX_ALIGN};
 use crate::os::OsCounters;
 use crate::size_class::{
-    aligned_size, capacity, class_of, class_of_classed, Class, MAX_CLASS_SIZE,
+    aligned_size, capacity, class_of, class_of_classed, Class, MAX_CLASS_SIZE, MIN_CAPACITY,
 };
 use crate::stats::ArenaStats;
 use crate::sync::rc::{fence, AtomicUsize, Ordering};
 use crate::sync::{SpinGuard, SpinLock};
+use core::alloc::Layout;
 use core::ptr::NonNull;
 use core::sync::atomic::Ordering::Relaxed;
 use crossbeam_utils::CachePadded;
@@ -98,6 +99,23 @@ fn cached_class(size: usize, align: usize) -> Option<Class> {
     None
 }
 
+/// The largest small capacity: a request of at most this many bytes at
+/// an alignment up to [`MIN_CAPACITY`] is in a small class.
+const SMALL_MAX: usize = capacity(SMALL_CLASSES - 1);
+
+/// [`cached_class`] for a `Layout`'s size and alignment (a power of two,
+/// so that check is left out). Up to [`MIN_CAPACITY`] the size alone picks
+/// the class: every capacity is a multiple of it and every buffer is
+/// aligned to it.
+#[inline(always)]
+fn cached_class_of_layout(size: usize, align: usize) -> Option<Class> {
+    debug_assert!(align.is_power_of_two());
+    if align <= MIN_CAPACITY {
+        return (size.wrapping_sub(1) < SMALL_MAX).then(|| class_of_classed(size));
+    }
+    cached_class(size, align)
+}
+
 impl ArenaCore {
     #[inline]
     pub(crate) fn lock(&self) -> StateGuard<'_> {
@@ -165,13 +183,14 @@ impl ArenaCore {
         tcache::allocate_hit(self, cached_class(size, align)?)
     }
 
-    /// A small buffer for `size` bytes aligned to `align` from this
-    /// thread's cache, when the cache holds one; `None` (nothing changed)
-    /// otherwise, and for anything but a small class with an alignment up
-    /// to a page. The scoped global allocator's hit.
+    /// A small buffer for `layout` from this thread's cache, when the cache
+    /// holds one; `None` (nothing changed) otherwise, and for anything but
+    /// a small class with an alignment up to a page. The scoped global
+    /// allocator's hit.
     #[inline(always)]
-    pub(crate) fn allocate_cached(&self, size: usize, align: usize) -> Option<NonNull<u8>> {
-        tcache::allocate_hit(self, cached_class(size, align)?).map(|g| g.ptr)
+    pub(crate) fn allocate_cached_layout(&self, layout: Layout) -> Option<NonNull<u8>> {
+        let c = cached_class_of_layout(layout.size(), layout.align())?;
+        tcache::allocate_hit(self, c).map(|g| g.ptr)
     }
 
     /// Returns a buffer of small class `class` at `addr` to this thread's
@@ -832,6 +851,28 @@ impl Drop for CoreHandle {
                     tcache::note_orphaned();
                 }
             })
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod layout_class_tests {
+    use super::{cached_class, cached_class_of_layout};
+
+    /// The global allocator's class pick (size alone up to 16-byte
+    /// alignment) agrees with the general one for every size and every
+    /// power-of-two alignment.
+    #[test]
+    fn a_layouts_class_is_the_general_pick() {
+        let step = if cfg!(miri) { 997 } else { 1 };
+        for align in (0..14).map(|k| 1usize << k) {
+            for size in (0..70_000).step_by(step).chain([usize::MAX, usize::MAX - 15]) {
+                assert_eq!(
+                    cached_class_of_layout(size, align),
+                    cached_class(size, align),
+                    "size {size} align {align}"
+                );
+            }
         }
     }
 }

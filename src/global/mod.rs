@@ -627,7 +627,7 @@ unsafe fn alloc_cached(core: *mut ArenaCore, layout: Layout) -> Option<*mut u8> 
     // A cached buffer is always in the owner table (a run region the table
     // cannot hold is never used: `reserve.rs`), so a later free finds its
     // way back by address.
-    let p = arena.allocate_cached(layout.size(), layout.align())?;
+    let p = arena.allocate_cached_layout(layout)?;
     debug_assert!(owners::owned_by(p, Owner(core.cast())));
     stats::note(
         Counter::ScopedAllocs,
