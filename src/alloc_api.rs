@@ -24,7 +24,27 @@ fn dangling(layout: Layout) -> NonNull<[u8]> {
     NonNull::slice_from_raw_parts(p, 0)
 }
 
+/// A small buffer from this thread's cache is the common case: inlined
+/// into the caller, with nothing to save; anything else is
+/// [`allocate_slow`].
+#[inline(always)]
 fn allocate(core: &ArenaCore, layout: Layout, zeroed: bool) -> Result<NonNull<[u8]>, AllocError> {
+    if let Some(g) = core.allocate_hit_layout(layout) {
+        if zeroed {
+            // SAFETY: the grant is `cap >= size` writable bytes owned by the caller now.
+            unsafe { g.ptr.as_ptr().write_bytes(0, layout.size()) };
+        }
+        return Ok(NonNull::slice_from_raw_parts(g.ptr, g.cap));
+    }
+    allocate_slow(core, layout, zeroed)
+}
+
+#[inline(never)]
+fn allocate_slow(
+    core: &ArenaCore,
+    layout: Layout,
+    zeroed: bool,
+) -> Result<NonNull<[u8]>, AllocError> {
     if layout.size() == 0 {
         return Ok(dangling(layout));
     }
@@ -38,10 +58,17 @@ fn allocate(core: &ArenaCore, layout: Layout, zeroed: bool) -> Result<NonNull<[u
     Ok(NonNull::slice_from_raw_parts(g.ptr, g.cap))
 }
 
+/// A small buffer into this thread's cache, inlined; anything else is
+/// [`deallocate_slow`].
+#[inline(always)]
 fn deallocate(core: &ArenaCore, ptr: NonNull<u8>, layout: Layout) {
-    if layout.size() == 0 {
-        return;
+    if layout.size() != 0 && !core.free_hit_at(ptr.as_ptr() as usize) {
+        deallocate_slow(core, ptr, layout);
     }
+}
+
+#[inline(never)]
+fn deallocate_slow(core: &ArenaCore, ptr: NonNull<u8>, layout: Layout) {
     core.free_at_layout(ptr.as_ptr() as usize, layout.size(), layout.align());
 }
 
@@ -96,6 +123,7 @@ macro_rules! allocator_for {
         // (which any clone of the handle may do, as they share one state);
         // the arena state outlives every handle that can reach it.
         unsafe impl Allocator for $name {
+            #[inline]
             fn allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
                 allocate(&self.core, layout, false)
             }
@@ -104,6 +132,7 @@ macro_rules! allocator_for {
                 allocate(&self.core, layout, true)
             }
 
+            #[inline]
             unsafe fn deallocate(&self, ptr: NonNull<u8>, layout: Layout) {
                 deallocate(&self.core, ptr, layout)
             }

@@ -183,6 +183,29 @@ impl ArenaCore {
         tcache::allocate_hit(self, cached_class(size, align)?)
     }
 
+    /// allocator-api2's hit: a small buffer for `layout` from this thread's
+    /// cache; `None` (nothing changed) for anything else, pattern mode
+    /// included ([`ArenaCore::allocate`] serves those).
+    #[inline(always)]
+    pub(crate) fn allocate_hit_layout(&self, layout: Layout) -> Option<Grant> {
+        if self.pattern_on {
+            return None;
+        }
+        let c = cached_class_of_layout(layout.size(), layout.align())?;
+        tcache::allocate_hit(self, c)
+    }
+
+    /// allocator-api2's free hit: the small buffer at `addr` (found by
+    /// the owner table's run tag) into this thread's cache; `false`
+    /// (nothing changed) for anything else, pattern mode included.
+    #[inline(always)]
+    pub(crate) fn free_hit_at(&self, addr: usize) -> bool {
+        !self.pattern_on
+            && self
+                .small_class_at(addr)
+                .is_some_and(|c| tcache::free_hit(self, c, addr, NIL))
+    }
+
     /// A small buffer for `layout` from this thread's cache, when the cache
     /// holds one; `None` (nothing changed) otherwise, and for anything but
     /// a small class with an alignment up to a page. The scoped global
@@ -866,7 +889,10 @@ mod layout_class_tests {
     fn a_layouts_class_is_the_general_pick() {
         let step = if cfg!(miri) { 997 } else { 1 };
         for align in (0..14).map(|k| 1usize << k) {
-            for size in (0..70_000).step_by(step).chain([usize::MAX, usize::MAX - 15]) {
+            for size in (0..70_000)
+                .step_by(step)
+                .chain([usize::MAX, usize::MAX - 15])
+            {
                 assert_eq!(
                     cached_class_of_layout(size, align),
                     cached_class(size, align),
