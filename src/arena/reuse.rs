@@ -47,7 +47,25 @@ impl ArenaState {
             }
             return self.take_from_depot(class, align);
         }
+        if self.depot.newest_stamp(class).is_some() && self.depot_is_newer(class) {
+            return self.take_from_depot(class, align);
+        }
         Some(self.take_tail(class, size, os))
+    }
+
+    /// Whether the depot's newest buffer of `class` was freed after the
+    /// newest on its free list: the arena hands out its most recently
+    /// freed buffer, wherever a cache's flush left it (a request without a
+    /// cache, e.g. while caching is off, sees both).
+    #[cold]
+    #[inline(never)]
+    fn depot_is_newer(&self, class: Class) -> bool {
+        let listed = self.table.get(self.warm.newest(class)).map(|b| b.freed_at);
+        match (self.depot.newest_stamp(class), listed) {
+            (Some(d), Some(l)) => d > l,
+            (Some(_), None) => true,
+            _ => false,
+        }
     }
 
     /// A small buffer of `class` from the depot (`tcache/depot.rs`), the
