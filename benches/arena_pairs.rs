@@ -8,7 +8,8 @@
 //! is the execution heap and `warmarena-io` an I/O arena (own classes, the
 //! policy execution arenas had before the heap).
 //!
-//! Then the `pair` comparison again as a printed table, each allocator's
+//! Then the `pair` comparison again as a printed table (with the execution
+//! arena also through allocator-api2, `warmarena api2`), each allocator's
 //! fastest of 200 interleaved rounds of 2 000 pairs (rotating who goes
 //! first): on a shared machine a criterion group's allocators run in
 //! separate blocks of time, and this VM runs one block fast and the next
@@ -133,6 +134,19 @@ fn fastest_of_rounds(_: &mut Criterion) {
         }
         t.elapsed()
     };
+    // The same arena through allocator-api2 (what `Vec<T, &ExecutionArena>`
+    // and hashbrown call): by layout, no handle.
+    let api2_pairs = |l: Layout, n: u64| {
+        use allocator_api2::alloc::Allocator;
+        let l = allocator_api2::alloc::Layout::from_size_align(l.size(), l.align()).unwrap();
+        let t = Instant::now();
+        for _ in 0..n {
+            let p = Allocator::allocate(&arena, black_box(l)).unwrap();
+            // SAFETY: `p` came from this arena for `l` and is freed once.
+            unsafe { Allocator::deallocate(&arena, black_box(p.cast()), l) };
+        }
+        t.elapsed()
+    };
     let io_pairs = |l: Layout, n: u64| {
         let t = Instant::now();
         for _ in 0..n {
@@ -143,8 +157,8 @@ fn fastest_of_rounds(_: &mut Criterion) {
     println!(
         "\nallocate+free pair, ns, fastest of 200 interleaved rounds of 2000 pairs (align 64):"
     );
-    println!("| size | warmarena | warmarena-io | system | mimalloc | jemalloc | warmarena / mimalloc | warmarena-io / mimalloc |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| size | warmarena | warmarena-io | warmarena api2 | system | mimalloc | jemalloc | warmarena / mimalloc | warmarena-io / mimalloc | api2 / mimalloc |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for &size in SIZES {
         let l = Layout::from_size_align(size, 64).unwrap();
         drop(arena.allocate(size, 64).unwrap());
@@ -152,6 +166,7 @@ fn fastest_of_rounds(_: &mut Criterion) {
         let variants: Vec<Variant<'_>> = vec![
             Box::new(arena_pairs),
             Box::new(io_pairs),
+            Box::new(api2_pairs),
             peer_rounds(&System),
             peer_rounds(&mimalloc::MiMalloc),
             peer_rounds(&tikv_jemallocator::Jemalloc),
@@ -159,14 +174,16 @@ fn fastest_of_rounds(_: &mut Criterion) {
         let refs: Vec<rounds::Variant<'_>> = variants.iter().map(|v| &**v).collect();
         let t = rounds::fastest_rounds(l, &refs, 200, 2_000);
         println!(
-            "| {size} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2}x | {:.2}x |",
+            "| {size} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2}x | {:.2}x | {:.2}x |",
             t[0],
             t[1],
             t[2],
             t[3],
             t[4],
-            t[0] / t[3],
-            t[1] / t[3]
+            t[5],
+            t[0] / t[4],
+            t[1] / t[4],
+            t[2] / t[4]
         );
     }
 }
