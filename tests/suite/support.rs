@@ -19,41 +19,14 @@ pub struct Cost {
     pub major_faults: u64,
 }
 
-/// Maps every page of the process's code, once: the first execution of
-/// code whose page is not mapped yet (the measured closure itself, say)
-/// takes a minor fault that is the harness's, not the arena's, and
-/// whether it happens depends on code layout (an edit anywhere in the
-/// crate can move a closure onto a page not mapped yet).
+/// Maps every page of the process's code, once (`faults::pre_touch_code`):
+/// the first execution of code whose page is not mapped yet (the measured
+/// closure itself, say) takes a minor fault that is the harness's, not the
+/// arena's.
 fn pre_map_code() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        #[cfg(target_os = "linux")]
-        {
-            /// `MADV_POPULATE_READ` (Linux 5.14); older kernels refuse it,
-            /// and the fault stays possible there.
-            const POPULATE_READ: libc::c_int = 22;
-            let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
-                return;
-            };
-            for line in maps.lines() {
-                let mut f = line.split_whitespace();
-                let (Some(range), Some(perms)) = (f.next(), f.next()) else {
-                    continue;
-                };
-                let Some((a, b)) = range.split_once('-') else {
-                    continue;
-                };
-                let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
-                else {
-                    continue;
-                };
-                if perms.contains('x') && b > a {
-                    // SAFETY: populating pages of an existing mapping changes
-                    // neither the mapping nor its contents.
-                    unsafe { libc::madvise(a as *mut libc::c_void, b - a, POPULATE_READ) };
-                }
-            }
-        }
+        warmarena::faults::pre_touch_code();
     });
 }
 
