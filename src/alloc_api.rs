@@ -14,6 +14,7 @@
 //! ```
 
 use crate::arena::shared::ArenaCore;
+use crate::arena::state::Grant;
 use crate::arena::{ExecutionArena, IoArena};
 use allocator_api2::alloc::{AllocError, Allocator, Layout};
 use core::ptr::NonNull;
@@ -30,13 +31,21 @@ fn dangling(layout: Layout) -> NonNull<[u8]> {
 #[inline(always)]
 fn allocate(core: &ArenaCore, layout: Layout, zeroed: bool) -> Result<NonNull<[u8]>, AllocError> {
     if let Some(g) = core.allocate_hit_layout(layout) {
-        if zeroed {
-            // SAFETY: the grant is `cap >= size` writable bytes owned by the caller now.
-            unsafe { g.ptr.as_ptr().write_bytes(0, layout.size()) };
-        }
-        return Ok(NonNull::slice_from_raw_parts(g.ptr, g.cap));
+        return Ok(handed_out(g, layout, zeroed));
     }
     allocate_slow(core, layout, zeroed)
+}
+
+/// The caller's slice of grant `g`, zeroed up to `layout.size()` when
+/// asked for and the pages are not fresh from the OS (a cache hit never
+/// is).
+#[inline(always)]
+fn handed_out(g: Grant, layout: Layout, zeroed: bool) -> NonNull<[u8]> {
+    if zeroed && !g.fresh {
+        // SAFETY: the grant is `cap >= size` writable bytes owned by the caller now.
+        unsafe { g.ptr.as_ptr().write_bytes(0, layout.size()) };
+    }
+    NonNull::slice_from_raw_parts(g.ptr, g.cap)
 }
 
 #[inline(never)]
@@ -51,11 +60,7 @@ fn allocate_slow(
     let g = core
         .allocate(layout.size(), layout.align())
         .map_err(|_| AllocError)?;
-    if zeroed && !g.fresh {
-        // SAFETY: the grant is `cap >= size` writable bytes owned by the caller now.
-        unsafe { g.ptr.as_ptr().write_bytes(0, layout.size()) };
-    }
-    Ok(NonNull::slice_from_raw_parts(g.ptr, g.cap))
+    Ok(handed_out(g, layout, zeroed))
 }
 
 /// A small buffer into this thread's cache, inlined; anything else is

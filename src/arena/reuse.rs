@@ -60,12 +60,25 @@ impl ArenaState {
     #[cold]
     #[inline(never)]
     fn depot_is_newer(&self, class: Class) -> bool {
-        let listed = self.table.get(self.warm.newest(class)).map(|b| b.freed_at);
-        match (self.depot.newest_stamp(class), listed) {
+        match (
+            self.depot.newest_stamp(class),
+            self.list_newest_stamp(class),
+        ) {
             (Some(d), Some(l)) => d > l,
             (Some(_), None) => true,
             _ => false,
         }
+    }
+
+    /// The free stamp of the newest buffer on `class`'s free list, the one
+    /// [`ArenaState::take_exact`] would hand out; `None` when the list is
+    /// empty. Compared with the depot's (`Depot::newest_stamp`) wherever
+    /// both may serve: a refill and a request without a cache.
+    pub(crate) fn list_newest_stamp(&self, class: Class) -> Option<u64> {
+        if !self.warm.has(class) {
+            return None;
+        }
+        self.table.get(self.warm.newest(class)).map(|b| b.freed_at)
     }
 
     /// A small buffer of `class` from the depot (`tcache/depot.rs`), the

@@ -84,13 +84,22 @@ pub(crate) const PRIVATE_WRITTEN: [(&str, usize); 2] = [
     ("state", core::mem::offset_of!(ArenaCore, state)),
 ];
 
+/// `size` (at least `align`) rounded up to `align`: the unchecked form of
+/// [`aligned_size`] for the hot paths, whose callers have checked that
+/// `size` is below a class bound and `align` a power of two up to a page,
+/// so nothing overflows.
+#[inline(always)]
+fn rounded_to(size: usize, align: usize) -> usize {
+    (size.max(align) + (align - 1)) & !(align - 1)
+}
+
 /// The small class a thread cache serves `size` bytes aligned to `align`
 /// from: `None` for a zero or large size, an alignment that is not a power
 /// of two up to a page, or a class whose buffers do not all meet it.
 #[inline(always)]
 fn cached_class(size: usize, align: usize) -> Option<Class> {
     if size.wrapping_sub(1) < CARVE_LIMIT && align.is_power_of_two() && align <= 4096 {
-        let eff = (size.max(align) + (align - 1)) & !(align - 1);
+        let eff = rounded_to(size, align);
         let c = class_of_classed(eff);
         if c < SMALL_CLASSES && tcache::serves(c, align) {
             return Some(c);
@@ -139,7 +148,7 @@ impl ArenaCore {
         // One range check stands for "non-zero, classed, no overflow in
         // rounding"; one bit test for "power of two up to a page".
         if size.wrapping_sub(1) < MAX_CLASS_SIZE / 2 && align.is_power_of_two() && align <= 4096 {
-            let eff = (size.max(align) + (align - 1)) & !(align - 1);
+            let eff = rounded_to(size, align);
             let c = class_of_classed(eff);
             if c < SMALL_CLASSES && tcache::serves(c, align) {
                 let (addr, block, cap) = tcache::allocate_parts(self, c);
@@ -550,7 +559,7 @@ impl ArenaCore {
             && align.is_power_of_two()
             && align <= 4096
         {
-            let eff = (size.max(align) + (align - 1)) & !(align - 1);
+            let eff = rounded_to(size, align);
             let c = class_of_classed(eff);
             if self.caches_large(c, align) && tcache::free_large_hit(self, c, addr, NIL) {
                 return true;

@@ -782,12 +782,7 @@ fn allocate_slow(core: &ArenaCore, c: Class) -> Option<Grant> {
     // so that the cache hands out what the arena would: its newest.
     let mut got = 0;
     while got < batch {
-        let listed = if st.warm.has(c) {
-            st.table.get(st.warm.newest(c)).map(|b| b.freed_at)
-        } else {
-            None
-        };
-        let took = match (st.depot.newest_stamp(c), listed) {
+        let took = match (st.depot.newest_stamp(c), st.list_newest_stamp(c)) {
             (Some(d), l) if l.map_or(true, |l| d >= l) => match st.depot.pop(c) {
                 Some(s) => {
                     let pushed = bin.push(s);
