@@ -92,6 +92,15 @@ pub(crate) struct Heap {
     /// request that the merged heap would serve with exactly that first
     /// piece takes it back without splitting again (`take_parked`).
     pub parked: u32,
+    /// Advanced by every change of the heap's pieces (a carve, a free, a
+    /// park and its take, a merge, a release) and mirrored in
+    /// `ArenaCore::heap_version` at each unlock: the execution heap's
+    /// thread keeps a piece back only while the heap stays as it was when
+    /// the piece was lent ([`ArenaState::heap_lendable`]).
+    pub version: u64,
+    /// The length of a new segment ([`HEAP_SEGMENT_LEN`]; tests shorten
+    /// it to see many segments with little memory).
+    pub segment_len: usize,
 }
 
 impl Default for Heap {
@@ -104,6 +113,8 @@ impl Default for Heap {
             marked: 0,
             binned_n: 0,
             parked: NIL,
+            version: 0,
+            segment_len: HEAP_SEGMENT_LEN,
         }
     }
 }
@@ -181,9 +192,21 @@ pub(crate) fn bin_of(len: usize) -> Class {
 #[inline(always)]
 fn sizes(eff: usize, align: usize) -> (usize, usize) {
     let page = os::page_size();
-    let cap = ((eff + page - 1) & !(page - 1)).max(CARVE_LIMIT);
+    let cap = piece_len(eff);
     (cap, cap + (align.max(page) - page))
 }
+
+/// The length of the heap piece that serves a request of `eff` bytes:
+/// whole pages, at least [`CARVE_LIMIT`].
+#[inline(always)]
+pub(crate) fn piece_len(eff: usize) -> usize {
+    let page = os::page_size();
+    ((eff + page - 1) & !(page - 1)).max(CARVE_LIMIT)
+}
+
+/// The longest piece the heap's thread keeps back (`tcache/heap_slot.rs`):
+/// a cache counts its bytes in 32 bits.
+pub(crate) const LENDABLE_MAX: usize = 1 << 30;
 
 const NO_ROOM: fn(usize) -> ArenaError = |size| ArenaError::OutOfMemory { size, errno: 0 };
 
@@ -396,7 +419,7 @@ impl ArenaState {
         os: &OsCounters,
     ) -> Result<u32, ArenaError> {
         let len = need
-            .max(HEAP_SEGMENT_LEN)
+            .max(self.heap.segment_len)
             .checked_add(HUGE_PAGE_SIZE - 1)
             .ok_or(ArenaError::SizeOverflow { size: cap })?
             & !(HUGE_PAGE_SIZE - 1);
@@ -445,6 +468,7 @@ impl ArenaState {
     /// to its end if it reaches above the segment's mark. Records were
     /// reserved.
     fn heap_carve(&mut self, i: u32, s: u32, addr: usize, cap: usize, os: &OsCounters) -> Grant {
+        self.heap.version += 1;
         let e = *self.table.at(i);
         let seg = &mut self.heap.segs[s as usize];
         if seg.idle {
@@ -538,6 +562,30 @@ impl ArenaState {
         (b.lo == NIL && b.hi != NIL && self.heap.segs[s as usize].live == 1).then_some(s)
     }
 
+    /// Whether live heap piece `i` may be kept back by the heap's thread
+    /// at its free and handed out again at its next request of the same
+    /// length (`tcache/heap_slot.rs`): it is alone in its segment, at its
+    /// base, with free space above (its free would park it).
+    ///
+    /// Why that suffices, given that the slot keeps and serves it only
+    /// while the heap's version stays (nothing carved, freed, merged or
+    /// released anywhere since the grant): the heap chose this piece for a
+    /// request of this length from state `S`, carving it at the base of a
+    /// segment that was idle (or taking it back parked). Freeing it parks
+    /// it, which leaves the heap in a state equivalent to `S` with that
+    /// segment idle, so the same request finds the same piece again. The
+    /// heap thus ends where it would have. Never under a retention cap (a
+    /// parked piece counts against it, a kept one would not) and never for
+    /// a piece of [`LENDABLE_MAX`] or more.
+    pub(crate) fn heap_lendable(&self, i: u32) -> bool {
+        self.parks_on_free(i).is_some()
+            && self
+                .table
+                .get(i)
+                .is_some_and(|b| b.state == BlockState::Live && b.cap < LENDABLE_MAX)
+            && self.config.retention_cap == usize::MAX
+    }
+
     /// Piece `i`, the only live one of segment `s` and at its base, is
     /// freed: the segment goes idle with it parked (its merge with the rest
     /// put off). No segment is parked already.
@@ -549,6 +597,7 @@ impl ArenaState {
         // path purges entries that went stale.
         self.held_buffers -= 1;
         self.clock += 1;
+        self.heap.version += 1;
         let f = self.table.at(i);
         f.state = BlockState::Extent;
         f.freed_at = self.clock << STAMP_SEQ_BITS;
@@ -577,6 +626,7 @@ impl ArenaState {
         let Place::Heap(s) = place else { return };
         self.held_buffers -= 1;
         self.clock += 1;
+        self.heap.version += 1;
         let stamp = self.clock << STAMP_SEQ_BITS;
         let f = self.table.at(i);
         f.state = BlockState::Extent;
@@ -640,6 +690,7 @@ impl ArenaState {
             }
             self.heap.segs[s].mark = from - seg.base;
             self.heap.marked -= to - from;
+            self.heap.version += 1;
             bytes += to - from;
             n += 1;
         }
@@ -663,6 +714,21 @@ impl ArenaState {
                         if b.addr < self.heap.segs[s as usize].base + self.heap.segs[s as usize].mark)
             })
             .count()
+    }
+
+    /// Whether the free extent just above live heap piece `i` has
+    /// materialized bytes (so it counts as a retained extent of its own
+    /// while `i` is held in the heap's thread's slot, where parked, the two
+    /// would count as one).
+    pub(crate) fn heap_rest_retained(&self, i: u32) -> bool {
+        let Some(b) = self.table.get(i) else {
+            return false;
+        };
+        let (Place::Heap(s), Some(r)) = (b.place, self.table.get(b.hi)) else {
+            return false;
+        };
+        let seg = &self.heap.segs[s as usize];
+        b.state == BlockState::Live && r.state == BlockState::Extent && r.addr < seg.base + seg.mark
     }
 
     /// Serves a request of a piece of `cap` bytes (an extent of `need`)
@@ -692,6 +758,7 @@ impl ArenaState {
         // (which merges first) purges entries.
         debug_assert_eq!(self.by_addr.get(&addr), Some(&x));
         self.heap.parked = NIL;
+        self.heap.version += 1;
         self.heap.idle.remove(s);
         let g = &mut self.heap.segs[s as usize];
         g.idle = false;
@@ -722,6 +789,7 @@ impl ArenaState {
     fn unpark_now(&mut self) {
         let s = self.heap.parked;
         self.heap.parked = NIL;
+        self.heap.version += 1;
         let x = self.heap.segs[s as usize].first;
         let hi = self.table.at(x).hi;
         if hi != NIL {

@@ -55,8 +55,10 @@ pub(crate) struct ArenaCore {
     pub(crate) pattern_on: bool,
     /// The thread whose large requests the execution heap serves
     /// (`heap::thread_token`; 0 for arenas without a heap), fixed at
-    /// creation: its large buffers bypass the thread caches' large slots,
-    /// whose holding a piece back would change the heap's placement.
+    /// creation: its large buffers bypass the thread caches' class slots
+    /// (whose holding a piece back would change the heap's placement) and
+    /// use the heap slot instead, which keeps back only a piece the heap
+    /// would hand out again as it is (`tcache/heap_slot.rs`).
     pub(crate) heap_thread: usize,
     /// Written by every handle clone and drop.
     handles: CachePadded<AtomicUsize>,
@@ -70,6 +72,10 @@ pub(crate) struct ArenaCore {
     /// `live_mirror`: a free into a thread cache stamps its place in free
     /// order with it.
     pub(crate) clock_mirror: core::sync::atomic::AtomicU64,
+    /// The execution heap's version (`Heap::version`), stored at every
+    /// unlock: the heap's thread keeps a piece back, and hands it out
+    /// again, only while it stays (`tcache/heap_slot.rs`).
+    pub(crate) heap_version: core::sync::atomic::AtomicU64,
     pub(crate) os: OsCounters,
     /// Pattern mode's lock-free cursor (`pattern::fast`), written by its
     /// owner at every planned operation: unused when pattern mode is off.
@@ -162,11 +168,19 @@ impl ArenaCore {
                     });
                 }
             }
-            if self.caches_large(c, align) {
-                if let Some(g) = tcache::allocate_large_hit(self, c, eff) {
-                    return Ok(g);
+            if c >= SMALL_CLASSES {
+                if self.on_heap_thread() {
+                    if let Some(g) = tcache::allocate_heap_hit(self, eff) {
+                        return Ok(g);
+                    }
+                    return self.allocate_heap_miss(c, eff, align);
                 }
-                return self.allocate_large_miss(c, eff, align);
+                if capacity(c) <= tcache::LARGE_MAX && tcache::serves(c, align) {
+                    if let Some(g) = tcache::allocate_large_hit(self, c, eff) {
+                        return Ok(g);
+                    }
+                    return self.allocate_large_miss(c, eff, align);
+                }
             }
             let mut st = self.lock();
             if let Some(g) = st.take_exact(c, eff, align, &self.os) {
@@ -251,25 +265,27 @@ impl ArenaCore {
         self.serve_classed(st, c, eff, align, true)
     }
 
-    /// Whether this thread's cache may hold buffers of class `c` for
-    /// requests aligned to `align` in its large slots (`tcache/large.rs`):
-    /// a class from `CARVE_LIMIT` to `tcache::LARGE_MAX` whose buffers meet
-    /// the alignment, on any thread but the execution heap's.
-    #[inline(always)]
-    fn caches_large(&self, c: usize, align: usize) -> bool {
-        // The heap's thread right after the cheapest test: turning it away
-        // is all its (heap) pairs pay.
-        c >= SMALL_CLASSES
-            && self.off_heap_thread()
-            && capacity(c) <= tcache::LARGE_MAX
-            && tcache::serves(c, align)
+    /// A large request of the execution heap's thread that its heap slot
+    /// could not serve (`tcache/heap_slot.rs`): under the lock, the slot's
+    /// piece back to the heap first, then as any request; a grant the heap
+    /// would hand out again as it is goes to the slot as lent.
+    #[inline(never)]
+    fn allocate_heap_miss(&self, c: usize, eff: usize, align: usize) -> Result<Grant, ArenaError> {
+        tcache::prepare(self);
+        let mut st = self.lock();
+        tcache::settle_heap(&mut st, self);
+        if let Some(g) = st.take_exact(c, eff, align, &self.os) {
+            tcache::note_lent(&st, self, c, &g);
+            return Ok(g);
+        }
+        self.serve_classed(st, c, eff, align, true)
     }
 
-    /// Whether the calling thread is not the one whose large requests the
-    /// execution heap serves (always, for arenas without a heap).
+    /// Whether the calling thread is the one whose large requests the
+    /// execution heap serves (never, for arenas without a heap).
     #[inline(always)]
-    fn off_heap_thread(&self) -> bool {
-        self.heap_thread == 0 || self.heap_thread != super::heap::thread_token()
+    fn on_heap_thread(&self) -> bool {
+        self.heap_thread != 0 && self.heap_thread == super::heap::thread_token()
     }
 
     /// A classed request of `eff` bytes (class `c`) with the lock held:
@@ -287,6 +303,9 @@ impl ArenaCore {
         // A buffer of the class this thread's large slot holds but could
         // not serve this request with: back to the arena, which serves it.
         tcache::settle_large(&mut st, self, c);
+        if self.heap_thread != 0 {
+            tcache::settle_heap(&mut st, self);
+        }
         let g = match st.take_warm(c, eff, align, &self.os) {
             Some(g) => g,
             None => {
@@ -432,8 +451,12 @@ impl ArenaCore {
             if tcache::free_slow(core, class_of_classed(cap), addr, block) {
                 return true;
             }
+        } else if core.on_heap_thread() {
+            if tcache::free_heap_hit(core, addr, block) {
+                // Kept in the heap's thread's slot (`tcache/heap_slot.rs`).
+                return true;
+            }
         } else if cap <= tcache::LARGE_MAX
-            && core.off_heap_thread()
             && tcache::free_large_hit(core, class_of_classed(cap), addr, block)
         {
             // Into this thread's large slot (`tcache/large.rs`).
@@ -551,18 +574,25 @@ impl ArenaCore {
 
     /// [`ArenaCore::free_at`] for a buffer allocated for `size` bytes at
     /// `align` (allocator-api2's deallocate): a large one this thread was
-    /// lent may go into its cache's slot for the class.
+    /// lent may go into its cache's slot for the class, or, on the
+    /// execution heap's thread, into its heap slot.
     pub(crate) fn free_at_layout(&self, addr: usize, size: usize, align: usize) -> bool {
-        if !self.pattern_on
-            && size.wrapping_sub(1) < tcache::LARGE_MAX
-            && size >= CARVE_LIMIT / 2
-            && align.is_power_of_two()
-            && align <= 4096
-        {
-            let eff = rounded_to(size, align);
-            let c = class_of_classed(eff);
-            if self.caches_large(c, align) && tcache::free_large_hit(self, c, addr, NIL) {
-                return true;
+        if !self.pattern_on && size >= CARVE_LIMIT / 2 {
+            if self.on_heap_thread() {
+                if tcache::free_heap_hit(self, addr, NIL) {
+                    return true;
+                }
+            } else if size.wrapping_sub(1) < tcache::LARGE_MAX
+                && align.is_power_of_two()
+                && align <= 4096
+            {
+                let c = class_of_classed(rounded_to(size, align));
+                if c >= SMALL_CLASSES
+                    && tcache::serves(c, align)
+                    && tcache::free_large_hit(self, c, addr, NIL)
+                {
+                    return true;
+                }
             }
         }
         self.free_at(addr)
@@ -635,7 +665,7 @@ impl ArenaCore {
         s.live_bytes -= t.held_bytes;
         s.live_buffers -= t.held_buffers;
         s.retained_bytes += t.held_bytes;
-        s.retained_buffers += t.held_buffers;
+        s.retained_buffers += t.held_buffers - t.merged_rests;
         s.frees = s.frees - t.flushed + t.frees;
         s.warm_allocations = s.frees + s.live_buffers as u64 - s.cold_allocations;
         s.peak_live_bytes = s.peak_live_bytes.max(t.peak);
@@ -723,6 +753,7 @@ impl Drop for StateGuard<'_> {
         let live = st.stats.live_bytes.wrapping_sub(st.cached_bytes);
         self.core.live_mirror.store(live, Relaxed);
         self.core.clock_mirror.store(st.clock, Relaxed);
+        self.core.heap_version.store(st.heap.version, Relaxed);
         tcache::note_unlock(self.core, live, st.clock);
     }
 }
@@ -785,6 +816,7 @@ impl CoreHandle {
                 handles: CachePadded::new(AtomicUsize::new(1)),
                 live_mirror: core::sync::atomic::AtomicUsize::new(0),
                 clock_mirror: core::sync::atomic::AtomicU64::new(0),
+                heap_version: core::sync::atomic::AtomicU64::new(0),
                 state: CachePadded::new(SpinLock::new(ArenaState::new(config))),
                 os: OsCounters::new(),
                 pattern_on,

@@ -111,9 +111,24 @@ fn planned_hits_take_no_lock_but_the_run_boundary() {
 }
 
 #[test]
-fn a_large_pair_on_the_execution_heap_locks_once_each_way() {
+fn a_large_pair_on_the_execution_heap_takes_no_lock_while_alone() {
     let arena = ExecutionArena::new();
     for size in [64 << 10, 1 << 20, 24 << 20] {
+        drop(arena.allocate(size, 64).unwrap());
+        // The only piece in its segment: kept back by the heap's thread
+        // and handed out again, the heap's placement unchanged.
+        let n = locks_taken(
+            || arena.stats().locked_operations,
+            || {
+                for _ in 0..100 {
+                    drop(arena.allocate(size, 64).unwrap());
+                }
+            },
+        );
+        assert_eq!(n, 0, "size {size}");
+        // With another piece live below it: the heap serves and takes it
+        // back, once each way.
+        let keep = arena.allocate(size, 64).unwrap();
         drop(arena.allocate(size, 64).unwrap());
         let n = locks_taken(
             || arena.stats().locked_operations,
@@ -124,5 +139,6 @@ fn a_large_pair_on_the_execution_heap_locks_once_each_way() {
             },
         );
         assert_eq!(n, 200, "size {size}");
+        drop(keep);
     }
 }

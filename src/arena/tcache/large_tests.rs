@@ -3,7 +3,7 @@
 //! thread come back to its slot; a request the slot's buffer is not
 //! materialized for gets that buffer from the arena, not a new one; trim,
 //! the cap, thread exit and a dropped arena reach the slots; the execution
-//! heap's thread never uses them.
+//! heap's thread never uses them (its own slot has `heap_slot_tests.rs`).
 
 use crate::arena::shared::destroyed;
 use crate::size_class::{capacity, class_of};
@@ -182,12 +182,17 @@ fn an_arena_dropped_while_slots_hold_its_buffers_is_freed_once() {
 #[test]
 fn the_execution_heaps_thread_never_uses_the_slots() {
     let a = ExecutionArena::with_config(ArenaConfig::default().huge_pages(false));
+    // A piece kept live below: the next one is not its segment's only
+    // piece, so the heap's thread's slot (`heap_slot.rs`) does not keep
+    // it, and the class slots never do.
+    let keep = a.allocate(1 << 20, 64).unwrap();
     drop(a.allocate(1 << 20, 64).unwrap());
     let before = a.stats();
     drop(a.allocate(1 << 20, 64).unwrap());
     // Two locked operations (and `stats()`): the heap serves and takes it
     // back.
     assert_eq!(a.stats().locked_operations, before.locked_operations + 3);
+    drop(keep);
     // Another thread of the same arena gets own classes, and its slot.
     let b = a.clone();
     let locks = std::thread::spawn(move || {

@@ -4,8 +4,9 @@
 //! no shared atomic read-modify-write; and, for the large classes up to
 //! [`LARGE_MAX`], one free buffer per class among those the arena lent this
 //! thread, with the bytes each has materialized (`large.rs`), so a warm
-//! large pair takes no lock either (not on the execution heap's thread,
-//! whose placement depends on every request reaching the heap).
+//! large pair takes no lock either; on the execution heap's thread, whose
+//! placement depends on every request reaching the heap, one piece the
+//! heap would hand out again as it is (`heap_slot.rs`).
 //!
 //! Design (after jemalloc's tcache, with mimalloc's address arithmetic):
 //! - A cache is a bounded stack per class (`bin.rs`). A hit is a pop or a
@@ -40,6 +41,9 @@
 mod bin;
 mod depot;
 pub(crate) mod epoch;
+mod heap_slot;
+#[cfg(all(test, not(loom)))]
+mod heap_slot_tests;
 mod large;
 #[cfg(all(test, not(loom)))]
 mod large_tests;
@@ -50,6 +54,7 @@ mod tests;
 use self::bin::{Bin, Slot};
 pub(crate) use self::depot::Depot;
 pub(crate) use self::epoch::{epoch_flags, first_epoch, ORPHANED};
+use self::heap_slot::HeapSlot;
 pub(crate) use self::large::LARGE_MAX;
 use self::large::{large_index, Large, Piece, LARGE_BYTES, LARGE_CLASSES, LARGE_FIRST};
 use self::link::Link;
@@ -88,6 +93,10 @@ pub(crate) struct Counters {
     pub published: AtomicUsize,
     pub frees: AtomicU64,
     pub peak: AtomicUsize,
+    /// The block of the heap piece the heap slot holds, plus one (0: none):
+    /// `stats()` counts it and the free extent above it as the one
+    /// retained extent they would be if the piece were parked.
+    pub heap_held: AtomicU64,
 }
 
 impl Counters {
@@ -142,6 +151,8 @@ struct Own {
     large: [Large; LARGE_CLASSES],
     /// Bytes held in `large`.
     large_bytes: usize,
+    /// The execution heap's thread's slot (`heap_slot.rs`).
+    heap: HeapSlot,
 }
 
 /// The arena's mirrors (`ArenaCore::live_mirror`, `clock_mirror`) as this
@@ -211,6 +222,7 @@ impl Cache {
                 bins,
                 large: [Large::default(); LARGE_CLASSES],
                 large_bytes: 0,
+                heap: HeapSlot::default(),
             }),
         })
     }
@@ -235,6 +247,14 @@ impl Cache {
     fn store_all(&self, o: &Own) {
         self.store_counters(o);
         self.counters.published.store(o.published, Relaxed);
+        self.store_heap_held(o);
+    }
+
+    /// Publishes which heap piece the heap slot holds ([`Counters::heap_held`]).
+    #[inline(always)]
+    fn store_heap_held(&self, o: &Own) {
+        let tag = o.heap.held_block().map_or(0, |b| u64::from(b) + 1);
+        self.counters.heap_held.store(tag, Relaxed);
     }
 
     /// Frees a cache whose thread and arena have both let go.
@@ -433,14 +453,19 @@ pub(crate) fn prepare(core: &ArenaCore) {
 /// Under the arena's lock: grant `g` of large class `c` goes to this
 /// thread. Its record's ready length is noted in this thread's current
 /// cache (when it is `core`'s), so that its free may come back to the
-/// class's slot (`large.rs`). Only own-class buffers (segment or own
-/// mapping): heap pieces are never cached.
+/// class's slot (`large.rs`): own-class buffers (segment or own mapping),
+/// and on the execution heap's thread a heap piece the heap would hand
+/// out again as it is (`heap_slot.rs`).
 pub(crate) fn note_lent(st: &ArenaState, core: &ArenaCore, c: Class, g: &Grant) {
-    let Some(k) = large_index(c) else { return };
     let Some(b) = st.table.get(g.block) else {
         return;
     };
     let addr = g.ptr.as_ptr() as usize;
+    if matches!(b.place, Place::Heap(_)) {
+        note_heap_lent(st, core, g.block, addr);
+        return;
+    }
+    let Some(k) = large_index(c) else { return };
     if !matches!(b.place, Place::Segment(_) | Place::Own) || b.addr != addr || b.cap != capacity(c)
     {
         return;
@@ -456,6 +481,123 @@ pub(crate) fn note_lent(st: &ArenaState, core: &ArenaCore, c: Class, g: &Grant) 
             block: g.block,
             ready: b.ready.min(b.cap),
         });
+    }
+}
+
+/// [`note_lent`] for heap piece `block` at `addr`: lent to the heap's
+/// thread's slot when the heap would serve its re-request with it.
+#[inline(never)]
+fn note_heap_lent(st: &ArenaState, core: &ArenaCore, block: u32, addr: usize) {
+    if !st.heap_lendable(block) {
+        return;
+    }
+    let (Some(b), Some(cache)) = (st.table.get(block), fast_cache(core)) else {
+        return;
+    };
+    // SAFETY: this thread's cache; the borrow ends within this function.
+    let o = unsafe { cache.own() };
+    o.heap.lend(
+        Piece {
+            addr,
+            block,
+            ready: b.cap,
+        },
+        st.heap.version,
+    );
+}
+
+/// A heap piece for a request of `eff` bytes from the execution heap's
+/// thread's slot (`heap_slot.rs`), when it holds one of that length and
+/// the heap is as it was when the piece was lent; `None` (nothing
+/// changed) otherwise. The caller is the heap's thread.
+#[inline(always)]
+pub(crate) fn allocate_heap_hit(core: &ArenaCore, eff: usize) -> Option<Grant> {
+    let cache = fast_cache(core)?;
+    // SAFETY: this thread's cache; the borrow ends within this function.
+    let o = unsafe { cache.own() };
+    let len = super::heap::piece_len(eff);
+    let p = o.heap.take(len, core.heap_version.load(Relaxed))?;
+    o.held -= Held::one(len);
+    cache.store_counters(o);
+    cache.store_heap_held(o);
+    note_peak(cache, o);
+    Some(Grant {
+        // SAFETY: lent addresses are pieces the heap carved: never null.
+        ptr: unsafe { NonNull::new_unchecked(p.addr as *mut u8) },
+        cap: len,
+        block: p.block,
+        fresh: false,
+        warm: true,
+    })
+}
+
+/// Keeps the heap piece at `addr` (block `block`, or `NIL` when the
+/// freeing path knows only the address) in the execution heap's thread's
+/// slot, when it was lent there and the heap has not changed since;
+/// `false` (nothing kept) when the arena must take it. The caller is the
+/// heap's thread.
+#[inline]
+pub(crate) fn free_heap_hit(core: &ArenaCore, addr: usize, block: u32) -> bool {
+    let Some(cache) = fast_cache(core) else {
+        return false;
+    };
+    // SAFETY: this thread's cache; the borrow ends within this function.
+    let o = unsafe { cache.own() };
+    if !o
+        .heap
+        .returned(addr, block, block == NIL, core.heap_version.load(Relaxed))
+    {
+        return false;
+    }
+    o.held += Held::one(o.heap.held_len());
+    o.frees += 1;
+    cache.store_counters(o);
+    cache.counters.frees.store(o.frees, Relaxed);
+    cache.store_heap_held(o);
+    true
+}
+
+/// Under the arena's lock, before a request of the execution heap's
+/// thread that the heap serves: the piece its slot holds goes back to the
+/// heap first, so the heap sees that free where it happened.
+#[inline]
+pub(crate) fn settle_heap(st: &mut ArenaState, core: &ArenaCore) {
+    if cfg!(loom) {
+        return;
+    }
+    let Some(p) = slotted(core, core.id) else {
+        return;
+    };
+    // SAFETY: this thread's cache, found in its slot; no other borrow alive.
+    let cache = unsafe { &*p };
+    // SAFETY: as above.
+    let o = unsafe { cache.own() };
+    if !o.heap.holds() {
+        return;
+    }
+    publish(st, o);
+    give_back_heap(st, core, o, false);
+    cache.store_all(o);
+}
+
+/// Frees the piece the heap slot holds into the heap (with `trim`, the
+/// heap's free memory is released after it, as the trim that asked for
+/// this released it before) and forgets the lent one.
+fn give_back_heap(st: &mut ArenaState, core: &ArenaCore, o: &mut Own, trim: bool) {
+    o.heap.forget_lent();
+    let Some(p) = o.heap.take_held() else {
+        return;
+    };
+    o.held -= Held::one(p.ready);
+    o.published -= p.ready;
+    st.cached_bytes -= p.ready;
+    // Counted as a free by the cache already.
+    st.cache_flushed += 1;
+    let freed = st.free(p.block, p.addr, &core.os);
+    debug_assert!(freed, "a held heap piece was not live");
+    if trim {
+        let (bytes, _) = st.heap_release(0, &core.os);
+        st.stats.trimmed_bytes += bytes;
     }
 }
 
@@ -688,6 +830,7 @@ fn flush_large(st: &mut ArenaState, core: &ArenaCore, o: &mut Own, trim: bool) {
         }
         give_back_large(st, core, o, k, trim);
     }
+    give_back_heap(st, core, o, trim);
 }
 
 /// Gives back the `n` oldest buffers of bin `c`: into the arena's depot
@@ -1063,6 +1206,9 @@ pub(crate) struct Totals {
     pub peak: usize,
     /// Frees the arena performed for flushes (counted by the caches already).
     pub flushed: u64,
+    /// Held heap pieces whose free extent above has materialized bytes:
+    /// each counts with it as one retained extent, as when parked.
+    pub merged_rests: usize,
 }
 
 impl ArenaState {
@@ -1102,6 +1248,10 @@ impl ArenaState {
             let h = c.counters.held();
             t.held_bytes += h.bytes();
             t.held_buffers += h.buffers();
+            let heap = c.counters.heap_held.load(Relaxed);
+            if heap != 0 {
+                t.merged_rests += usize::from(self.heap_rest_retained((heap - 1) as u32));
+            }
             t.frees += c.counters.frees.load(Relaxed);
             t.peak = t.peak.max(c.counters.peak.load(Relaxed));
         }
