@@ -191,7 +191,11 @@ macro_rules! arena_face {
             }
 
             /// Releases every retained buffer to the OS and returns the bytes
-            /// released. Live (and leased) buffers are untouched.
+            /// released. Live (and leased) buffers are untouched. Buffers
+            /// the calling thread's cache holds go too; other threads'
+            /// caches (and the piece the execution heap's thread keeps back
+            /// for its next request) give theirs back, and release them, at
+            /// those threads' next operation on this arena.
             ///
             /// ```
             #[doc = concat!("let arena = warmarena::", stringify!($name), "::new();")]
