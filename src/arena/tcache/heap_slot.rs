@@ -77,13 +77,7 @@ impl HeapSlot {
         any_block: bool,
         version: u64,
     ) -> bool {
-        let p = self.piece;
-        if self.held
-            || p.addr != addr
-            || addr == 0
-            || (!any_block && p.block != block)
-            || self.version != version
-        {
+        if self.held || !self.piece.is(addr, block, any_block) || self.version != version {
             return false;
         }
         self.held = true;

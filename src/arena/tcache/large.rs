@@ -44,6 +44,16 @@ pub(crate) struct Piece {
     pub ready: usize,
 }
 
+impl Piece {
+    /// Whether this is the buffer at `addr` with block `block` (any block
+    /// with `any_block`: an address-only free); never for address 0 (no
+    /// buffer).
+    #[inline(always)]
+    pub(crate) fn is(&self, addr: usize, block: u32, any_block: bool) -> bool {
+        self.addr == addr && addr != 0 && (any_block || self.block == block)
+    }
+}
+
 /// One large class's buffers known to this thread: each entry is a
 /// buffer lent to it (in its user's hands) or held (free, in the slot).
 /// At most one is held.
@@ -111,12 +121,7 @@ impl Large {
         stamp: u64,
     ) -> bool {
         for k in 0..LENT {
-            let e = self.pieces[k];
-            if e.addr == addr
-                && addr != 0
-                && (any_block || e.block == block)
-                && self.held & (1 << k) == 0
-            {
+            if self.pieces[k].is(addr, block, any_block) && self.held & (1 << k) == 0 {
                 if self.held != 0 || !room {
                     self.pieces[k] = Piece::default();
                     return false;

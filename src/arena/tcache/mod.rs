@@ -562,6 +562,25 @@ pub(crate) fn free_heap_hit(core: &ArenaCore, addr: usize, block: u32) -> bool {
 /// heap first, so the heap sees that free where it happened.
 #[inline]
 pub(crate) fn settle_heap(st: &mut ArenaState, core: &ArenaCore) {
+    give_back_own(
+        st,
+        core,
+        |o| o.heap.holds(),
+        |st, o| give_back_heap(st, core, o, false),
+    );
+}
+
+/// Under the arena's lock: this thread's cache for `core` (current or not,
+/// found in its slot: the request may come through a path that did not
+/// make it current), when it has one and `due` says it holds something to
+/// give back, publishes its counters, gives back what `give` takes, and
+/// stores its counters again.
+fn give_back_own(
+    st: &mut ArenaState,
+    core: &ArenaCore,
+    due: impl FnOnce(&Own) -> bool,
+    give: impl FnOnce(&mut ArenaState, &mut Own),
+) {
     if cfg!(loom) {
         return;
     }
@@ -572,11 +591,11 @@ pub(crate) fn settle_heap(st: &mut ArenaState, core: &ArenaCore) {
     let cache = unsafe { &*p };
     // SAFETY: as above.
     let o = unsafe { cache.own() };
-    if !o.heap.holds() {
+    if !due(o) {
         return;
     }
     publish(st, o);
-    give_back_heap(st, core, o, false);
+    give(st, o);
     cache.store_all(o);
 }
 
@@ -767,25 +786,13 @@ fn flush(st: &mut ArenaState, core: &ArenaCore, o: &mut Own, n: usize, trim: boo
 /// while this one sits in the slot.
 #[inline]
 pub(crate) fn settle_large(st: &mut ArenaState, core: &ArenaCore, c: Class) {
-    if cfg!(loom) {
-        return;
-    }
     let Some(k) = large_index(c) else { return };
-    // This thread's cache for `core`, current or not (the request may
-    // come through a path that did not make it current).
-    let Some(p) = slotted(core, core.id) else {
-        return;
-    };
-    // SAFETY: this thread's cache, found in its slot; no other borrow alive.
-    let cache = unsafe { &*p };
-    // SAFETY: as above.
-    let o = unsafe { cache.own() };
-    if !o.large.get(k).is_some_and(Large::holds) {
-        return;
-    }
-    publish(st, o);
-    give_back_large(st, core, o, k, false);
-    cache.store_all(o);
+    give_back_own(
+        st,
+        core,
+        |o| o.large.get(k).is_some_and(Large::holds),
+        |st, o| give_back_large(st, core, o, k, false),
+    );
 }
 
 /// Gives large slot `k`'s buffer back to the arena (see [`flush_large`]).
@@ -1153,19 +1160,12 @@ fn slotted(core: *const ArenaCore, id: u64) -> Option<*mut Cache> {
 /// Gives back this thread's cache for `core` now (for `trim`, `reset_peak`
 /// and the last handle's drop), under the lock the caller holds.
 pub(crate) fn flush_own(st: &mut ArenaState, core: &ArenaCore) {
-    if cfg!(loom) {
-        return;
-    }
-    let Some(p) = slotted(core, core.id) else {
-        return;
-    };
-    // SAFETY: this thread's cache, found in its slot; no other borrow alive.
-    let cache = unsafe { &*p };
-    // SAFETY: as above.
-    let o = unsafe { cache.own() };
-    publish(st, o);
-    flush(st, core, o, usize::MAX, false);
-    cache.store_all(o);
+    give_back_own(
+        st,
+        core,
+        |_| true,
+        |st, o| flush(st, core, o, usize::MAX, false),
+    );
 }
 
 /// This thread's cache for the arena whose body is `core`: the bytes it
