@@ -192,10 +192,11 @@ macro_rules! arena_face {
 
             /// Releases every retained buffer to the OS and returns the bytes
             /// released. Live (and leased) buffers are untouched. Buffers
-            /// the calling thread's cache holds go too; other threads'
-            /// caches (and the piece the execution heap's thread keeps back
-            /// for its next request) give theirs back, and release them, at
-            /// those threads' next operation on this arena.
+            /// the calling thread's cache holds go too, and so does the one
+            /// large buffer each other thread's cache offers (the piece the
+            /// execution heap's thread keeps back, a buffer above 1 MiB);
+            /// the rest of other threads' caches is given back, and
+            /// released, at those threads' next operation on this arena.
             ///
             /// ```
             #[doc = concat!("let arena = warmarena::", stringify!($name), "::new();")]

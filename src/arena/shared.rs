@@ -306,7 +306,17 @@ impl ArenaCore {
         if self.heap_thread != 0 {
             tcache::settle_heap(&mut st, self);
         }
-        let g = match st.take_warm(c, eff, align, &self.os) {
+        let mut warm = st.take_warm(c, eff, align, &self.os);
+        if warm.is_none() && capacity(c) > tcache::BUDGET_MAX && capacity(c) <= tcache::LARGE_MAX {
+            // Another thread's cache may hold one of the class, on offer.
+            let own_class = |b: &super::blocks::Block| {
+                b.class as usize == c && !matches!(b.place, super::blocks::Place::Heap(_))
+            };
+            if tcache::claim_offers(&mut st, self, own_class) > 0 {
+                warm = st.take_warm(c, eff, align, &self.os);
+            }
+        }
+        let g = match warm {
             Some(g) => g,
             None => {
                 // The cold path may grow metadata through the global
@@ -381,7 +391,10 @@ impl ArenaCore {
             let core = unsafe { this.as_ref() };
             let mut st = core.lock();
             let r = f(&mut st, core);
-            (r, st.orphaned && st.stats.live_buffers == 0)
+            (
+                r,
+                st.orphaned && st.stats.live_buffers == 0 && st.claimed_buffers == 0,
+            )
         };
         if dead {
             // SAFETY: no handle and no live buffer remains, and the decision
@@ -679,6 +692,7 @@ impl ArenaCore {
     pub(crate) fn trim(&self) -> usize {
         let mut st = self.lock();
         tcache::flush_own(&mut st, self);
+        tcache::claim_offers(&mut st, self, |_| true);
         let e = tcache::epoch::after_trim(self.epoch.load(Relaxed));
         self.epoch.store(e, Relaxed);
         st.trim_epoch = e;
@@ -690,6 +704,7 @@ impl ArenaCore {
     pub(crate) fn set_retention_cap(&self, cap: usize) {
         let mut st = self.lock();
         tcache::flush_own(&mut st, self);
+        tcache::claim_offers(&mut st, self, |_| true);
         let flags = tcache::epoch_flags(st.config.thread_cache, cap, self.pattern_on);
         let e = tcache::epoch::after_cap(self.epoch.load(Relaxed), flags);
         self.epoch.store(e, Relaxed);

@@ -129,6 +129,11 @@ pub(crate) struct ArenaState {
     /// Frees the arena performed for cache flushes (already counted as
     /// frees by the caches).
     pub cache_flushed: u64,
+    /// Buffers (and their bytes) other threads claimed from caches that
+    /// have not settled yet (`tcache/claim.rs`): still in those caches'
+    /// counters, the arena's again. They keep the body alive.
+    pub claimed_bytes: usize,
+    pub claimed_buffers: usize,
     /// Frees counted by caches that are gone.
     pub absorbed_frees: u64,
     /// The highest peak of caches that are gone.
@@ -193,6 +198,8 @@ impl ArenaState {
             cached_bytes: 0,
             depot: Depot::default(),
             cache_flushed: 0,
+            claimed_bytes: 0,
+            claimed_buffers: 0,
             absorbed_frees: 0,
             peak_absorbed: 0,
             trim_epoch: 0,

@@ -86,13 +86,24 @@ impl HeapSlot {
 
     /// The held piece, for a request whose piece length is `len`, with the
     /// heap at `version`; it stays lent (its free may come back here).
-    #[inline(always)]
+    /// (The hit peeks, withdraws the offer, then marks it taken.)
+    #[cfg(test)]
     pub(crate) fn take(&mut self, len: usize, version: u64) -> Option<Piece> {
-        if !self.held || self.piece.ready != len || self.version != version {
-            return None;
-        }
+        let p = self.peek(len, version)?;
         self.held = false;
-        Some(self.piece)
+        Some(p)
+    }
+
+    /// The piece [`HeapSlot::peek`] returned leaves the slot (it stays lent).
+    #[inline(always)]
+    pub(crate) fn taken(&mut self) {
+        self.held = false;
+    }
+
+    /// What [`HeapSlot::take`] would return, nothing changed.
+    #[inline(always)]
+    pub(crate) fn peek(&self, len: usize, version: u64) -> Option<Piece> {
+        (self.held && self.piece.ready == len && self.version == version).then_some(self.piece)
     }
 
     /// The held piece, taken out and forgotten (for the lock paths and

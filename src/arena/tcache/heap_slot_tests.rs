@@ -305,13 +305,22 @@ fn trim_on_another_thread_reaches_the_held_piece() {
     drop(x);
     assert_eq!(a.stats().retained_bytes, cap);
     let b = a.clone();
-    std::thread::spawn(move || b.trim()).join().unwrap();
-    // The piece sat in this thread's slot: it goes back, and its pages
-    // with it, at this thread's next operation on the arena.
-    drop(a.allocate(64, 8).unwrap());
+    // The piece sat in this thread's slot, on offer: the trim claims it
+    // and releases its pages at once.
+    let released = std::thread::spawn(move || b.trim()).join().unwrap();
+    assert_eq!(released, cap);
     let s = a.stats();
-    assert_eq!(s.trimmed_bytes, cap);
-    assert!(s.retained_bytes < cap, "{s:?}");
+    assert_eq!(
+        (s.live_bytes, s.retained_bytes, s.trimmed_bytes),
+        (0, 0, cap)
+    );
+    assert_eq!(a.check_invariants(), Ok(()));
+    // This thread settles the claim at its next request of the heap.
+    let x = a.allocate(1 << 20, 64).unwrap();
+    let s = a.stats();
+    assert_eq!((s.live_bytes, s.retained_bytes), (cap, 0));
+    drop(x);
+    assert_eq!(a.stats().retained_bytes, cap);
     assert_eq!(a.check_invariants(), Ok(()));
     // The cap: kept back no more, and the cap holds.
     a.set_retention_cap(cap / 2);

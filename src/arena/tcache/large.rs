@@ -1,7 +1,12 @@
 //! A thread cache's large slots: for each class from [`CARVE_LIMIT`] up to
 //! [`LARGE_MAX`], one free buffer, and the buffers of the class the arena
 //! handed to this thread under its lock ("lent"), each with its ready
-//! length (the bytes known to have their pages, `ready.rs`).
+//! length (the bytes known to have their pages, `ready.rs`). The slots of
+//! the classes up to [`BUDGET_MAX`] share a budget of [`LARGE_BYTES`];
+//! above it a cache holds one buffer at a time, so a thread that stops
+//! using a class strands at most that one buffer there (as mimalloc's
+//! thread-owned large pages do; `trim`, the cap and the thread's exit
+//! reach it as they reach the rest of the cache).
 //!
 //! Why lent entries: a small class's buffers are always wholly
 //! materialized, a large one's only up to the largest request its class
@@ -21,17 +26,42 @@
 use super::super::CARVE_LIMIT;
 use crate::size_class::{class_of_classed, Class};
 
-/// The largest capacity a thread caches.
-pub(crate) const LARGE_MAX: usize = 1 << 20;
+/// The largest capacity a thread caches: the classes up to
+/// [`BUDGET_MAX`] share [`LARGE_BYTES`]; above it, a cache holds one buffer
+/// at a time (a cache counts its bytes in 32 bits: with the small bins,
+/// the budget and the execution heap's slot, below 4 GiB).
+pub(crate) const LARGE_MAX: usize = 512 << 20;
+/// The largest capacity whose buffers share the [`LARGE_BYTES`] budget.
+pub(crate) const BUDGET_MAX: usize = 1 << 20;
+
+// Everything a cache may hold fits its 32-bit byte count (`Held`): the
+// small bins (at most 10 MiB), the budget, one buffer above it, and the
+// execution heap's slot's piece.
+const _: () =
+    assert!((10 << 20) + LARGE_BYTES + LARGE_MAX + super::super::heap::LENDABLE_MAX < 1 << 32);
 /// The first large class (capacity [`CARVE_LIMIT`]).
 pub(crate) const LARGE_FIRST: Class = class_of_classed(CARVE_LIMIT);
 /// One past the last cached large class.
 pub(crate) const LARGE_END: Class = class_of_classed(LARGE_MAX) + 1;
 /// Cached large classes.
 pub(crate) const LARGE_CLASSES: usize = LARGE_END - LARGE_FIRST;
-/// Bytes a cache holds in its large slots at most: a few buffers, so a
-/// thread that stops using a class strands little.
+/// Bytes a cache holds in the slots of the classes up to [`BUDGET_MAX`] at
+/// most: a few buffers, so a thread that stops using a class strands
+/// little. Above [`BUDGET_MAX`] a cache holds at most one buffer (of any
+/// class): a thread strands at most that one ([`has_room`]).
 pub(crate) const LARGE_BYTES: usize = 4 << 20;
+
+/// Whether a cache whose budgeted slots hold `budgeted` bytes and whose
+/// slots above [`BUDGET_MAX`] hold `big` bytes may hold one more buffer
+/// of `cap` bytes.
+#[inline(always)]
+pub(crate) const fn has_room(budgeted: usize, big: usize, cap: usize) -> bool {
+    if cap <= BUDGET_MAX {
+        budgeted + cap <= LARGE_BYTES
+    } else {
+        big == 0
+    }
+}
 /// Lent buffers remembered per class (older ones are forgotten: their
 /// frees then go to the arena).
 const LENT: usize = 2;
@@ -77,15 +107,34 @@ impl Large {
 
     /// The held buffer, taken, when it is ready for `size` bytes; it is
     /// lent again (its free may come back here).
-    #[inline(always)]
+    /// (The hit peeks, withdraws an offer, then marks it taken.)
+    #[cfg(test)]
     pub(crate) fn take(&mut self, size: usize) -> Option<Piece> {
-        let k = self.held.trailing_zeros() as usize;
-        let p = *self.pieces.get(k)?;
-        if p.ready < size {
-            return None;
-        }
+        let p = self.peek(size)?;
         self.held = 0;
         Some(p)
+    }
+
+    /// The buffer [`Large::peek`] returned leaves the slot (it stays lent).
+    #[inline(always)]
+    pub(crate) fn taken(&mut self) {
+        self.held = 0;
+    }
+
+    /// What [`Large::take`] would return, nothing changed.
+    #[inline(always)]
+    pub(crate) fn peek(&self, size: usize) -> Option<Piece> {
+        let k = self.held.trailing_zeros() as usize;
+        let p = *self.pieces.get(k)?;
+        (p.ready >= size).then_some(p)
+    }
+
+    /// The held buffer's block, if one is held.
+    #[inline(always)]
+    pub(crate) fn held_block(&self) -> Option<u32> {
+        self.pieces
+            .get(self.held.trailing_zeros() as usize)
+            .map(|p| p.block)
     }
 
     /// Remembers that `p` was handed to this thread (in place of its own
@@ -132,6 +181,13 @@ impl Large {
             }
         }
         false
+    }
+
+    /// Whether the buffer at `addr` (with block `block`, unless
+    /// `any_block`) is lent here and not held: its free may come back.
+    #[inline(always)]
+    pub(crate) fn is_lent(&self, addr: usize, block: u32, any_block: bool) -> bool {
+        (0..LENT).any(|k| self.pieces[k].is(addr, block, any_block) && self.held & (1 << k) == 0)
     }
 
     /// The held buffer, if any.
@@ -188,7 +244,19 @@ mod tests {
     }
 
     #[test]
-    fn the_classes_run_from_the_carve_limit_to_one_mib() {
+    fn a_cache_holds_a_budget_below_one_mib_and_one_buffer_above() {
+        assert!(has_room(0, 0, BUDGET_MAX));
+        assert!(has_room(LARGE_BYTES - BUDGET_MAX, 0, BUDGET_MAX));
+        assert!(!has_room(LARGE_BYTES - BUDGET_MAX + 1, 0, BUDGET_MAX));
+        // Above the budget's classes: one buffer, whatever the budget holds.
+        assert!(has_room(LARGE_BYTES, 0, LARGE_MAX));
+        assert!(!has_room(0, BUDGET_MAX * 2, BUDGET_MAX * 2));
+        // The budget does not count the one above it.
+        assert!(has_room(0, LARGE_MAX, CARVE_LIMIT));
+    }
+
+    #[test]
+    fn the_classes_run_from_the_carve_limit_to_512_mib() {
         assert_eq!(capacity(LARGE_FIRST), CARVE_LIMIT);
         assert_eq!(capacity(LARGE_END - 1), LARGE_MAX);
         assert_eq!(large_index(LARGE_FIRST - 1), None);

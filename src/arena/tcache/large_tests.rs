@@ -1,5 +1,6 @@
 //! The large slots (`large.rs`) against their promises: warm large pairs
-//! on one thread take no lock and count exactly; only buffers lent to the
+//! on one thread take no lock and count exactly, above 1 MiB too, where a
+//! thread holds one buffer at most; only buffers lent to the
 //! thread come back to its slot; a request the slot's buffer is not
 //! materialized for gets that buffer from the arena, not a new one; trim,
 //! the cap, thread exit and a dropped arena reach the slots; the execution
@@ -55,6 +56,65 @@ fn warm_large_pairs_take_no_lock_and_count_exactly() {
         s.retained_bytes,
         cap_of(64 << 10) + cap_of(200 << 10) + cap_of(1 << 20)
     );
+}
+
+/// Sizes above the large slots' budget the tests use (smaller under Miri).
+fn big_sizes() -> &'static [usize] {
+    if cfg!(miri) {
+        &[2 << 20, 3 << 20]
+    } else {
+        &[2 << 20, 16 << 20, 256 << 20]
+    }
+}
+
+#[test]
+fn a_pair_above_one_mib_takes_no_lock_and_other_threads_claim_the_held_one() {
+    let a = io();
+    let n = if cfg!(miri) { 10 } else { 500 };
+    let sizes = big_sizes();
+    for &size in sizes {
+        drop(a.allocate(size, 64).unwrap());
+        let before = a.stats();
+        for _ in 0..n {
+            let x = a.allocate(size, 64).unwrap();
+            assert!(x.served_warm());
+            drop(x);
+        }
+        let s = a.stats();
+        assert_eq!(s.locked_operations, before.locked_operations + 1);
+        assert_eq!(s.frees, before.frees + n as u64);
+        assert_eq!((s.live_bytes, s.os), (0, before.os));
+    }
+    // This thread's slots above 1 MiB hold the last of those buffers only
+    // (each free gave the one before back), on offer: another thread
+    // finds every one warm, that one claimed from this thread's cache.
+    let b = a.clone();
+    let sizes = sizes.to_vec();
+    let cold = std::thread::spawn(move || {
+        sizes
+            .iter()
+            .map(|&size| {
+                let c = b.stats().cold_allocations;
+                drop(b.allocate(size, 64).unwrap());
+                b.stats().cold_allocations - c
+            })
+            .collect::<Vec<_>>()
+    })
+    .join()
+    .unwrap();
+    assert_eq!(cold, vec![0; cold.len()]);
+    // The other thread exited: every buffer is the arena's, and this
+    // thread's cache settles the claim at its next operation.
+    let total: usize = big_sizes().iter().map(|&s| cap_of(s)).sum();
+    let s = a.stats();
+    assert_eq!((s.live_bytes, s.retained_bytes), (0, total));
+    let last = *big_sizes().last().unwrap();
+    let x = a.allocate(last, 64).unwrap();
+    assert!(x.served_warm());
+    drop(x);
+    let s = a.stats();
+    assert_eq!((s.live_bytes, s.retained_bytes), (0, total));
+    assert_eq!(a.check_invariants(), Ok(()));
 }
 
 #[test]
@@ -174,6 +234,35 @@ fn an_arena_dropped_while_slots_hold_its_buffers_is_freed_once() {
     step.wait();
     drop(a);
     assert_eq!(destroyed::count(id), 0, "a held buffer keeps the arena");
+    step.wait();
+    t.join().unwrap();
+    assert_eq!(destroyed::count(id), 1, "freed exactly once");
+}
+
+#[test]
+fn a_claimed_buffer_keeps_the_dropped_arena_until_its_cache_settles() {
+    let a = io();
+    let id = a.core.id;
+    let size = big_sizes()[0];
+    let mine = a.clone();
+    let step = Arc::new(Barrier::new(2));
+    let s2 = Arc::clone(&step);
+    let t = std::thread::spawn(move || {
+        // Held in this thread's slot, on offer.
+        drop(mine.allocate(size, 64).unwrap());
+        drop(mine);
+        s2.wait();
+        s2.wait();
+        // The thread exits: its cache settles the claim.
+    });
+    step.wait();
+    // The trim claims it and releases its pages at once.
+    assert_eq!(a.trim(), cap_of(size));
+    let s = a.stats();
+    assert_eq!((s.live_bytes, s.retained_bytes), (0, 0));
+    assert_eq!(a.check_invariants(), Ok(()));
+    drop(a);
+    assert_eq!(destroyed::count(id), 0, "an unsettled claim keeps the body");
     step.wait();
     t.join().unwrap();
     assert_eq!(destroyed::count(id), 1, "freed exactly once");

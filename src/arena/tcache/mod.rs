@@ -39,6 +39,7 @@
 //! they were written for; `link.rs` has its own model.
 
 mod bin;
+mod claim;
 mod depot;
 pub(crate) mod epoch;
 mod heap_slot;
@@ -52,11 +53,12 @@ mod link;
 mod tests;
 
 use self::bin::{Bin, Slot};
+use self::claim::Claim;
 pub(crate) use self::depot::Depot;
 pub(crate) use self::epoch::{epoch_flags, first_epoch, ORPHANED};
 use self::heap_slot::HeapSlot;
-pub(crate) use self::large::LARGE_MAX;
-use self::large::{large_index, Large, Piece, LARGE_BYTES, LARGE_CLASSES, LARGE_FIRST};
+use self::large::{has_room, large_index, Large, Piece, LARGE_CLASSES, LARGE_FIRST};
+pub(crate) use self::large::{BUDGET_MAX, LARGE_MAX};
 use self::link::Link;
 use super::blocks::{Place, NIL};
 use super::release::STAMP_SEQ_BITS;
@@ -93,10 +95,12 @@ pub(crate) struct Counters {
     pub published: AtomicUsize,
     pub frees: AtomicU64,
     pub peak: AtomicUsize,
-    /// The block of the heap piece the heap slot holds, plus one (0: none):
-    /// `stats()` counts it and the free extent above it as the one
-    /// retained extent they would be if the piece were parked.
-    pub heap_held: AtomicU64,
+    /// The one held buffer other threads may claim under the arena's lock
+    /// (`claim.rs`): the heap slot's piece, or the buffer above the large
+    /// slots' budget. `stats()` also reads it to count a held heap piece
+    /// and the free extent above it as the one retained extent they would
+    /// be if the piece were parked.
+    pub claim: Claim,
 }
 
 impl Counters {
@@ -149,10 +153,24 @@ struct Own {
     bins: [Bin; SMALL_CLASSES],
     /// The large classes' slots (`large.rs`).
     large: [Large; LARGE_CLASSES],
-    /// Bytes held in `large`.
+    /// Bytes held in `large`'s classes up to `BUDGET_MAX`.
     large_bytes: usize,
+    /// Bytes held in `large`'s classes above `BUDGET_MAX` (one buffer at most).
+    big_bytes: usize,
     /// The execution heap's thread's slot (`heap_slot.rs`).
     heap: HeapSlot,
+}
+
+impl Own {
+    /// The byte count of the large slots a buffer of `cap` bytes is held in.
+    #[inline(always)]
+    fn slot_bytes(&mut self, cap: usize) -> &mut usize {
+        if cap <= BUDGET_MAX {
+            &mut self.large_bytes
+        } else {
+            &mut self.big_bytes
+        }
+    }
 }
 
 /// The arena's mirrors (`ArenaCore::live_mirror`, `clock_mirror`) as this
@@ -222,6 +240,7 @@ impl Cache {
                 bins,
                 large: [Large::default(); LARGE_CLASSES],
                 large_bytes: 0,
+                big_bytes: 0,
                 heap: HeapSlot::default(),
             }),
         })
@@ -247,14 +266,6 @@ impl Cache {
     fn store_all(&self, o: &Own) {
         self.store_counters(o);
         self.counters.published.store(o.published, Relaxed);
-        self.store_heap_held(o);
-    }
-
-    /// Publishes which heap piece the heap slot holds ([`Counters::heap_held`]).
-    #[inline(always)]
-    fn store_heap_held(&self, o: &Own) {
-        let tag = o.heap.held_block().map_or(0, |b| u64::from(b) + 1);
-        self.counters.heap_held.store(tag, Relaxed);
     }
 
     /// Frees a cache whose thread and arena have both let go.
@@ -426,9 +437,15 @@ pub(crate) fn allocate_large_hit(core: &ArenaCore, c: Class, size: usize) -> Opt
     let cache = fast_cache(core)?;
     // SAFETY: this thread's cache; the borrow ends within this function.
     let o = unsafe { cache.own() };
-    let p = o.large.get_mut(k)?.take(size)?;
     let cap = capacity(c);
-    o.large_bytes -= cap;
+    let l = o.large.get_mut(k)?;
+    let p = l.peek(size)?;
+    if cap > BUDGET_MAX && !cache.counters.claim.withdraw(p.block) {
+        // Claimed by another thread: settled under the lock.
+        return None;
+    }
+    l.taken();
+    *o.slot_bytes(cap) -= cap;
     o.held -= Held::one(cap);
     cache.store_counters(o);
     note_peak(cache, o);
@@ -516,10 +533,14 @@ pub(crate) fn allocate_heap_hit(core: &ArenaCore, eff: usize) -> Option<Grant> {
     // SAFETY: this thread's cache; the borrow ends within this function.
     let o = unsafe { cache.own() };
     let len = super::heap::piece_len(eff);
-    let p = o.heap.take(len, core.heap_version.load(Relaxed))?;
+    let p = o.heap.peek(len, core.heap_version.load(Relaxed))?;
+    if !cache.counters.claim.withdraw(p.block) {
+        // Claimed by another thread (a trim): settled under the lock.
+        return None;
+    }
+    o.heap.taken();
     o.held -= Held::one(len);
     cache.store_counters(o);
-    cache.store_heap_held(o);
     note_peak(cache, o);
     Some(Grant {
         // SAFETY: lent addresses are pieces the heap carved: never null.
@@ -553,7 +574,10 @@ pub(crate) fn free_heap_hit(core: &ArenaCore, addr: usize, block: u32) -> bool {
     o.frees += 1;
     cache.store_counters(o);
     cache.counters.frees.store(o.frees, Relaxed);
-    cache.store_heap_held(o);
+    cache
+        .counters
+        .claim
+        .offer(o.heap.held_block().unwrap_or(block));
     true
 }
 
@@ -566,7 +590,7 @@ pub(crate) fn settle_heap(st: &mut ArenaState, core: &ArenaCore) {
         st,
         core,
         |o| o.heap.holds(),
-        |st, o| give_back_heap(st, core, o, false),
+        |st, cache, o| give_back_heap(st, core, cache, o, false),
     );
 }
 
@@ -579,7 +603,7 @@ fn give_back_own(
     st: &mut ArenaState,
     core: &ArenaCore,
     due: impl FnOnce(&Own) -> bool,
-    give: impl FnOnce(&mut ArenaState, &mut Own),
+    give: impl FnOnce(&mut ArenaState, &Cache, &mut Own),
 ) {
     if cfg!(loom) {
         return;
@@ -595,14 +619,14 @@ fn give_back_own(
         return;
     }
     publish(st, o);
-    give(st, o);
+    give(st, cache, o);
     cache.store_all(o);
 }
 
 /// Frees the piece the heap slot holds into the heap (with `trim`, the
 /// heap's free memory is released after it, as the trim that asked for
 /// this released it before) and forgets the lent one.
-fn give_back_heap(st: &mut ArenaState, core: &ArenaCore, o: &mut Own, trim: bool) {
+fn give_back_heap(st: &mut ArenaState, core: &ArenaCore, cache: &Cache, o: &mut Own, trim: bool) {
     o.heap.forget_lent();
     let Some(p) = o.heap.take_held() else {
         return;
@@ -610,6 +634,11 @@ fn give_back_heap(st: &mut ArenaState, core: &ArenaCore, o: &mut Own, trim: bool
     o.held -= Held::one(p.ready);
     o.published -= p.ready;
     st.cached_bytes -= p.ready;
+    if !cache.counters.claim.withdraw(p.block) {
+        // Another thread claimed and freed it already.
+        settle_claimed(st, cache, p.ready);
+        return;
+    }
     // Counted as a free by the cache already.
     st.cache_flushed += 1;
     let freed = st.free(p.block, p.addr, &core.os);
@@ -624,7 +653,7 @@ fn give_back_heap(st: &mut ArenaState, core: &ArenaCore, o: &mut Own, trim: bool
 /// when the freeing path knows only the address) into this thread's slot
 /// for the class, when the arena lent it to this thread and the slot is
 /// empty; `false` (nothing kept) when the arena must take it.
-#[inline]
+#[inline(always)]
 pub(crate) fn free_large_hit(core: &ArenaCore, c: Class, addr: usize, block: u32) -> bool {
     let Some(k) = large_index(c) else {
         return false;
@@ -635,19 +664,63 @@ pub(crate) fn free_large_hit(core: &ArenaCore, c: Class, addr: usize, block: u32
     // SAFETY: this thread's cache; the borrow ends within this function.
     let o = unsafe { cache.own() };
     let cap = capacity(c);
+    if !has_room(o.large_bytes, o.big_bytes, cap) {
+        return free_large_making_room(core, cache, o, k, cap, addr, block);
+    }
+    put_large(cache, o, k, cap, addr, block, true)
+}
+
+/// [`free_large_hit`] for a cache without room for the buffer: when it is
+/// above the budget's classes and lent here, the one such buffer the cache
+/// holds goes back to the arena (a cache keeps the one freed last), and
+/// the slot takes it; otherwise the arena does (and the slot forgets it).
+#[cold]
+#[inline(never)]
+fn free_large_making_room(
+    core: &ArenaCore,
+    cache: &Cache,
+    o: &mut Own,
+    k: usize,
+    cap: usize,
+    addr: usize,
+    block: u32,
+) -> bool {
+    let room = cap > BUDGET_MAX && o.large[k].is_lent(addr, block, block == NIL);
+    if room {
+        give_back_big(core, cache, o);
+    }
+    put_large(cache, o, k, cap, addr, block, room)
+}
+
+/// The slot of class `LARGE_FIRST + k` takes the buffer at `addr` if it
+/// was lent here and `room` allows (see `Large::returned`).
+#[inline(always)]
+fn put_large(
+    cache: &Cache,
+    o: &mut Own,
+    k: usize,
+    cap: usize,
+    addr: usize,
+    block: u32,
+    room: bool,
+) -> bool {
+    let at = stamp(cache, &mut o.seq);
     let Some(l) = o.large.get_mut(k) else {
         return false;
     };
-    let room = o.large_bytes + cap <= LARGE_BYTES;
-    let at = stamp(cache, &mut o.seq);
     if !l.returned(addr, block, block == NIL, room, at) {
         return false;
     }
-    o.large_bytes += cap;
+    let held = l.held_block();
+    *o.slot_bytes(cap) += cap;
     o.held += Held::one(cap);
     o.frees += 1;
     cache.store_counters(o);
     cache.counters.frees.store(o.frees, Relaxed);
+    if cap > BUDGET_MAX {
+        // The one buffer above the budget: other threads may claim it.
+        cache.counters.claim.offer(held.unwrap_or(block));
+    }
     true
 }
 
@@ -750,7 +823,7 @@ fn ready_cache(core: &ArenaCore) -> Option<&Cache> {
         // Re-read under the lock: the epoch only moves under it.
         let due = epoch::due(o.seen, core.epoch.load(Relaxed), st.trim_epoch);
         publish(&mut st, o);
-        flush(&mut st, core, o, usize::MAX, due.release);
+        flush(&mut st, core, cache, o, usize::MAX, due.release);
         cache.store_all(o);
         if !due.caching {
             // Caching is off: serve directly (the flush above emptied the
@@ -770,13 +843,13 @@ fn ready_cache(core: &ArenaCore) -> Option<&Cache> {
 
 /// Gives back up to `n` of the oldest buffers of every bin (`usize::MAX`:
 /// all) to the arena, under its lock; with `trim`, their pages go too.
-fn flush(st: &mut ArenaState, core: &ArenaCore, o: &mut Own, n: usize, trim: bool) {
+fn flush(st: &mut ArenaState, core: &ArenaCore, cache: &Cache, o: &mut Own, n: usize, trim: bool) {
     for c in 0..SMALL_CLASSES {
         if o.bins[c].len() > 0 {
             give_back(st, core, o, c, n, trim);
         }
     }
-    flush_large(st, core, o, trim);
+    flush_large(st, core, cache, o, trim);
 }
 
 /// Under the arena's lock, before a request of large class `c` that this
@@ -791,20 +864,109 @@ pub(crate) fn settle_large(st: &mut ArenaState, core: &ArenaCore, c: Class) {
         st,
         core,
         |o| o.large.get(k).is_some_and(Large::holds),
-        |st, o| give_back_large(st, core, o, k, false),
+        |st, cache, o| give_back_large(st, core, cache, o, k, false),
     );
 }
 
+/// Under the arena's lock (taken here): the buffer this thread's slots
+/// hold above `BUDGET_MAX` goes back to the arena, to make room for the
+/// one being freed.
+#[cold]
+#[inline(never)]
+fn give_back_big(core: &ArenaCore, cache: &Cache, o: &mut Own) {
+    let mut st = core.lock();
+    publish(&mut st, o);
+    let first_big = class_of_classed(BUDGET_MAX) + 1 - LARGE_FIRST;
+    for k in first_big..LARGE_CLASSES {
+        if o.large[k].holds() {
+            give_back_large(&mut st, core, cache, o, k, false);
+        }
+    }
+    cache.store_all(o);
+}
+
+/// The cache's side of a claim (`claim.rs`), under the arena's lock: its
+/// buffer of `cap` bytes, which another thread claimed and freed into the
+/// arena, is settled (the caller has taken it off the cache's counters
+/// as for any give-back).
+fn settle_claimed(st: &mut ArenaState, cache: &Cache, cap: usize) {
+    st.claimed_bytes -= cap;
+    st.claimed_buffers -= 1;
+    cache.counters.claim.settle();
+}
+
+/// Under the arena's lock: every buffer another thread's cache offers
+/// (`claim.rs`: the execution heap's thread's kept piece, a buffer above
+/// the large slots' budget) that `want` accepts is claimed and freed into
+/// the arena, as a flush would free it: for `trim`, a new retention cap,
+/// and a request whose class the arena has no buffer for. Returns how
+/// many. A claimed buffer keeps the arena's body alive until its cache
+/// settles (`claimed_buffers`).
+pub(crate) fn claim_offers(
+    st: &mut ArenaState,
+    core: &ArenaCore,
+    want: impl Fn(&super::blocks::Block) -> bool,
+) -> usize {
+    if cfg!(loom) {
+        return 0;
+    }
+    let mut n = 0;
+    for k in 0..st.caches.len() {
+        let p = st.caches[k];
+        // SAFETY: registered caches stay allocated until the arena frees
+        // them (`sweep_caches`, `leave_caches`), both under this lock.
+        let c = unsafe { p.as_ref() };
+        let Some(b) = c.counters.claim.offered() else {
+            continue;
+        };
+        let Some(blk) = st.table.get(b).copied() else {
+            continue;
+        };
+        if blk.state != super::blocks::BlockState::Live || !want(&blk) || !c.counters.claim.claim(b)
+        {
+            continue;
+        }
+        // Counted as a free by the cache already; held in its counters
+        // until it settles.
+        st.cache_flushed += 1;
+        st.claimed_bytes += blk.cap;
+        st.claimed_buffers += 1;
+        if matches!(blk.place, Place::Heap(_)) {
+            let freed = st.free(b, blk.addr, &core.os);
+            debug_assert!(freed, "a claimed heap piece was not live");
+        } else {
+            let i = st.free_cached(b, blk.addr, (st.clock + 1) << STAMP_SEQ_BITS);
+            if i != NIL && st.behind_high(i) {
+                st.catch_up(i, &core.os);
+            }
+        }
+        n += 1;
+    }
+    n
+}
+
 /// Gives large slot `k`'s buffer back to the arena (see [`flush_large`]).
-fn give_back_large(st: &mut ArenaState, core: &ArenaCore, o: &mut Own, k: usize, trim: bool) {
+fn give_back_large(
+    st: &mut ArenaState,
+    core: &ArenaCore,
+    cache: &Cache,
+    o: &mut Own,
+    k: usize,
+    trim: bool,
+) {
     let Some((p, at)) = o.large.get_mut(k).and_then(Large::take_held) else {
         return;
     };
     let cap = capacity(LARGE_FIRST + k);
     o.held -= Held::one(cap);
     o.published -= cap;
-    o.large_bytes -= cap;
+    *o.slot_bytes(cap) -= cap;
     st.cached_bytes -= cap;
+    if cap > BUDGET_MAX && !cache.counters.claim.withdraw(p.block) {
+        // Another thread claimed and freed it already.
+        settle_claimed(st, cache, cap);
+        return;
+    }
     // Counted as a free by the cache already.
     st.cache_flushed += 1;
     // In free order, as its user freed it.
@@ -830,14 +992,14 @@ fn give_back_large(st: &mut ArenaState, core: &ArenaCore, o: &mut Own, k: usize,
 /// free does) and forgets the lent buffers (a trim may release their
 /// pages; their frees go to the arena from now on); with `trim`, the freed
 /// buffers' pages go too.
-fn flush_large(st: &mut ArenaState, core: &ArenaCore, o: &mut Own, trim: bool) {
+fn flush_large(st: &mut ArenaState, core: &ArenaCore, cache: &Cache, o: &mut Own, trim: bool) {
     for k in 0..LARGE_CLASSES {
         if let Some(l) = o.large.get_mut(k) {
             l.forget_lent();
         }
-        give_back_large(st, core, o, k, trim);
+        give_back_large(st, core, cache, o, k, trim);
     }
-    give_back_heap(st, core, o, trim);
+    give_back_heap(st, core, cache, o, trim);
 }
 
 /// Gives back the `n` oldest buffers of bin `c`: into the arena's depot
@@ -1119,7 +1281,7 @@ unsafe fn leave(c: NonNull<Cache>) {
         ArenaCore::locked_last_out(this, |st, core| {
             publish(st, o);
             let trim = epoch::due(o.seen, core.epoch.load(Relaxed), st.trim_epoch).release;
-            flush(st, core, o, usize::MAX, trim);
+            flush(st, core, cache, o, usize::MAX, trim);
             st.cached_bytes -= o.published;
             st.absorbed_frees += o.frees;
             st.caches.retain(|&p| p != c);
@@ -1164,7 +1326,7 @@ pub(crate) fn flush_own(st: &mut ArenaState, core: &ArenaCore) {
         st,
         core,
         |_| true,
-        |st, o| flush(st, core, o, usize::MAX, false),
+        |st, cache, o| flush(st, core, cache, o, usize::MAX, false),
     );
 }
 
@@ -1248,9 +1410,8 @@ impl ArenaState {
             let h = c.counters.held();
             t.held_bytes += h.bytes();
             t.held_buffers += h.buffers();
-            let heap = c.counters.heap_held.load(Relaxed);
-            if heap != 0 {
-                t.merged_rests += usize::from(self.heap_rest_retained((heap - 1) as u32));
+            if let Some(b) = c.counters.claim.offered() {
+                t.merged_rests += usize::from(self.heap_rest_retained(b));
             }
             t.frees += c.counters.frees.load(Relaxed);
             t.peak = t.peak.max(c.counters.peak.load(Relaxed));
@@ -1260,6 +1421,10 @@ impl ArenaState {
         t.held_buffers += self.depot.buffers();
         t.peak = t.peak.max(self.peak_absorbed);
         t.frees += self.absorbed_frees;
+        // Claimed buffers are the arena's again, still in their caches'
+        // counters until those settle.
+        t.held_bytes -= self.claimed_bytes;
+        t.held_buffers -= self.claimed_buffers;
         t.flushed = self.cache_flushed;
         t
     }
