@@ -5,6 +5,8 @@
 #                              (real IoLease / ArenaCore / CoreHandle code)
 #   src/scratch/loom_tests.rs  claim / grow / release / trim (real Slot)
 #   src/arena/owners_loom.rs   owner-by-address table (extracted core)
+#   src/arena/tcache/*.rs      epoch (trim, orphaning), link (who frees a
+#                              cache), claim (a cache's offered buffer)
 # Built in its own target directory (target/loom) so that the cfg change
 # does not invalidate the normal build.
 set -euo pipefail
