@@ -303,7 +303,7 @@ impl ArenaCore {
         // A buffer of the class this thread's large slot holds but could
         // not serve this request with: back to the arena, which serves it.
         tcache::settle_large(&mut st, self, c);
-        if self.heap_thread != 0 {
+        if self.on_heap_thread() {
             tcache::settle_heap(&mut st, self);
         }
         let mut warm = st.take_warm(c, eff, align, &self.os);
