@@ -63,6 +63,10 @@ pub(crate) struct ArenaCore {
     /// Written by every handle clone and drop.
     handles: CachePadded<AtomicUsize>,
     state: CachePadded<SpinLock<ArenaState>>,
+    /// Small buffers freed on threads whose caches did not hand them out,
+    /// taken by the next lock holder (`tcache/remote.rs`): its own line,
+    /// the one the freeing threads write.
+    pub(crate) remote: CachePadded<tcache::remote::Remote>,
     /// Live bytes less the bytes thread caches last published, stored at
     /// every unlock (beside the state the holder just wrote): a thread's
     /// cache reads it when it becomes the thread's current one, and from
@@ -85,9 +89,10 @@ pub(crate) struct ArenaCore {
 /// Where the body's private parts that other threads write begin (for the
 /// layout test in `arena::tests`).
 #[cfg(test)]
-pub(crate) const PRIVATE_WRITTEN: [(&str, usize); 2] = [
+pub(crate) const PRIVATE_WRITTEN: [(&str, usize); 3] = [
     ("handles", core::mem::offset_of!(ArenaCore, handles)),
     ("state", core::mem::offset_of!(ArenaCore, state)),
+    ("remote", core::mem::offset_of!(ArenaCore, remote)),
 ];
 
 /// `size` (at least `align`) rounded up to `align`: the unchecked form of
@@ -137,7 +142,13 @@ impl ArenaCore {
         let mut g = self.state.lock();
         // Plain arithmetic on a line the lock holder owns now.
         g.stats.locked_operations += 1;
-        StateGuard { g, core: self }
+        let mut st = StateGuard { g, core: self };
+        if self.remote.pending() {
+            // Other threads' frees first: every locked operation sees the
+            // arena as if they had taken the lock themselves.
+            tcache::remote::absorb(&mut st, self, self.remote.take());
+        }
+        st
     }
 
     /// Checks a request and serves it warm if a retained buffer fits, cold otherwise.
@@ -833,6 +844,7 @@ impl CoreHandle {
                 clock_mirror: core::sync::atomic::AtomicU64::new(0),
                 heap_version: core::sync::atomic::AtomicU64::new(0),
                 state: CachePadded::new(SpinLock::new(ArenaState::new(config))),
+                remote: CachePadded::new(tcache::remote::Remote::default()),
                 os: OsCounters::new(),
                 pattern_on,
                 // The execution heap's thread (a thread-local's address:
@@ -922,6 +934,9 @@ impl Drop for CoreHandle {
             ArenaCore::locked_last_out(self.0, |st, core| {
                 tcache::flush_own(st, core);
                 st.orphaned = true;
+                // No more remote frees: the ones pushed since this lock
+                // was taken come back now, the later ones through the lock.
+                tcache::remote::absorb(st, core, core.remote.close());
                 st.settle_depot();
                 let e = core.epoch.load(Relaxed);
                 core.epoch.store(tcache::epoch::orphaned(e), Relaxed);

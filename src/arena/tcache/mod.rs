@@ -49,6 +49,9 @@ mod large;
 #[cfg(all(test, not(loom)))]
 mod large_tests;
 mod link;
+pub(crate) mod remote;
+#[cfg(all(test, not(loom)))]
+mod remote_tests;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
@@ -783,6 +786,7 @@ fn put(cache: &Cache, o: &mut Own, c: Class) {
 /// with the epoch honoured; `None` when the arena must serve directly. The
 /// caller holds a handle or a live buffer of `core`, so a flush here never
 /// empties an orphaned arena.
+#[inline]
 fn ready_cache(core: &ArenaCore) -> Option<&Cache> {
     if cfg!(loom) {
         return None;
@@ -799,6 +803,14 @@ fn ready_cache(core: &ArenaCore) -> Option<&Cache> {
             return Some(c);
         }
     }
+    find_ready_cache(core)
+}
+
+/// [`ready_cache`] past the current cache: out of line, because making a
+/// cache builds one on the stack (several pages, probed at every call),
+/// which every refill, flush and remote free paid while this was inlined.
+#[inline(never)]
+fn find_ready_cache(core: &ArenaCore) -> Option<&Cache> {
     // The arena whose caching this thread last found off (and whose cache
     // it emptied then): while its epoch stays, no lookup, no lock.
     let key = (core as *const ArenaCore, core.epoch.load(Relaxed));
@@ -1145,7 +1157,17 @@ pub(crate) fn free_slow(core: &ArenaCore, c: Class, addr: usize, block: u32) -> 
     // SAFETY: this thread's cache; no other borrow of `own` is alive.
     let o = unsafe { cache.own() };
     if !o.bins[c].take_credit() {
-        return false; // not handed out by this cache: back to the arena
+        // Not handed out by this cache: onto the arena's remote stack
+        // (`remote.rs`) for its next lock holder, or through the lock when
+        // the arena's last handle has closed the stack. Nothing here
+        // touches the arena after the push: it may be gone once the
+        // buffer is taken.
+        let at = stamp(cache, &mut o.seq);
+        // SAFETY: a small buffer (at least 16 bytes, 16-aligned) that its
+        // user is freeing: ours to write.
+        return core
+            .remote
+            .push(addr, |next| unsafe { remote::link::write(addr, next, at) });
     }
     let slot = Slot {
         addr,

@@ -1,0 +1,126 @@
+//! Frees on threads that did not allocate the buffer (`remote.rs`): no
+//! lock per free, nothing stranded (every locked operation, `stats()`,
+//! `trim` and the next run see the frees), exact counts, and the last
+//! handle's drop racing a remote free frees the body exactly once.
+
+use crate::arena::shared::destroyed;
+use crate::{Allocation, ArenaConfig, ExecutionArena};
+use std::sync::{Arc, Barrier};
+
+fn arena() -> ExecutionArena {
+    ExecutionArena::with_config(ArenaConfig::default().huge_pages(false))
+}
+
+/// Small sizes of several classes, one per buffer.
+fn sizes(n: usize) -> Vec<usize> {
+    (0..n)
+        .map(|k| [24, 200, 1000, 3000, 40_000][k % 5])
+        .collect()
+}
+
+/// Allocates one buffer per size on this thread, each filled with its index.
+fn produce(a: &ExecutionArena, sizes: &[usize]) -> Vec<Allocation> {
+    sizes
+        .iter()
+        .enumerate()
+        .map(|(k, &s)| {
+            let mut x = a.allocate(s, 16).unwrap();
+            x.as_mut_slice().fill(k as u8);
+            x
+        })
+        .collect()
+}
+
+/// Frees `bufs` on another thread, after checking their contents; returns
+/// the locked operations that thread's frees took (its cache's creation
+/// included).
+fn consume_elsewhere(a: &ExecutionArena, bufs: Vec<Allocation>) -> u64 {
+    let before = a.stats().locked_operations;
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            for (k, x) in bufs.into_iter().enumerate() {
+                assert!(x.as_slice().iter().all(|&b| b == k as u8), "buffer {k}");
+                drop(x);
+            }
+        });
+    });
+    // `stats()` itself is one locked operation: it takes the frees.
+    a.stats().locked_operations - before - 1
+}
+
+#[test]
+fn frees_on_another_thread_take_no_lock_each_and_the_next_run_is_warm() {
+    let a = arena();
+    let n = if cfg!(miri) { 40 } else { 600 };
+    let sz = sizes(n);
+    let bufs = produce(&a, &sz);
+    let cold = a.stats().cold_allocations;
+    let locks = consume_elsewhere(&a, bufs);
+    // Before: one lock per free (600). Now the consumer's cache is made
+    // (a few locks) and its frees wait on the remote stack.
+    assert!(locks <= 4, "{locks} locked operations for {n} remote frees");
+    let s = a.stats();
+    assert_eq!((s.live_bytes, s.live_buffers), (0, 0));
+    assert_eq!(s.frees, n as u64);
+    assert_eq!(a.check_invariants(), Ok(()));
+    // The same run again, on the same threads: every buffer warm.
+    for run in 0..3 {
+        let bufs = produce(&a, &sz);
+        assert!(bufs.iter().all(Allocation::served_warm), "run {run}");
+        consume_elsewhere(&a, bufs);
+        let s = a.stats();
+        assert_eq!(s.cold_allocations, cold, "run {run}: no cold allocation");
+        assert_eq!(s.live_buffers, 0);
+        assert_eq!(s.frees, (n * (run + 2)) as u64);
+        assert_eq!(a.check_invariants(), Ok(()));
+    }
+}
+
+#[test]
+fn trim_reaches_buffers_freed_on_another_thread() {
+    let a = arena();
+    let bufs = produce(&a, &sizes(50));
+    consume_elsewhere(&a, bufs);
+    // Taken from the stack by `stats()` above, or by the trim's own lock.
+    a.trim();
+    let s = a.stats();
+    assert_eq!(
+        (s.live_bytes, s.retained_bytes, s.retained_buffers),
+        (0, 0, 0)
+    );
+    assert_eq!(a.check_invariants(), Ok(()));
+}
+
+#[test]
+fn the_last_handle_takes_the_pending_frees_and_frees_the_body_once() {
+    let a = arena();
+    let id = a.core.id;
+    let bufs = produce(&a, &sizes(30));
+    // Freed on another thread and not yet taken by anyone.
+    std::thread::scope(|s| {
+        s.spawn(move || drop(bufs));
+    });
+    assert!(a.core.remote.pending(), "the frees wait on the stack");
+    drop(a);
+    assert_eq!(destroyed::count(id), 1, "freed at the last handle's drop");
+}
+
+#[test]
+fn a_remote_free_racing_the_last_handle_frees_the_body_once() {
+    let rounds = if cfg!(miri) { 3 } else { 200 };
+    for round in 0..rounds {
+        let a = arena();
+        let id = a.core.id;
+        let bufs = produce(&a, &sizes(8));
+        let go = Arc::new(Barrier::new(2));
+        let g2 = Arc::clone(&go);
+        let t = std::thread::spawn(move || {
+            g2.wait();
+            drop(bufs);
+        });
+        go.wait();
+        drop(a);
+        t.join().unwrap();
+        assert_eq!(destroyed::count(id), 1, "round {round}");
+    }
+}
