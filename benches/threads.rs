@@ -15,6 +15,9 @@
 //! After the group, the share of operations that took the arena's shared
 //! lock at each thread count (`ArenaStats::locked_operations`).
 //!
+//! Group `handoff`: producers allocate small buffers and send them to one
+//! consumer thread that frees them (`tcache/remote.rs`), per buffer.
+//!
 //! Group `beside_lock`: one thread's 256 B allocate+free pairs while a
 //! second thread does 1 MiB pairs on the same allocator (on the arena those
 //! take its lock), per small pair. A cached hit that read a line the lock
@@ -209,5 +212,85 @@ fn beside_lock(c: &mut Criterion) {
     assert_eq!(arena.stats().live_buffers, 0, "every buffer was returned");
 }
 
-criterion_group!(benches, threads, beside_lock);
+/// A raw buffer sent to another thread (the bench's own pointers).
+struct Sent(NonNull<u8>, Layout);
+// SAFETY: the receiving thread becomes the buffer's only user.
+unsafe impl Send for Sent {}
+
+/// Buffers per message in [`handoff`].
+const HANDOFF_BATCH: usize = 64;
+
+/// `producers` threads allocate `rounds` batches of small buffers each
+/// (64 B to 1 KiB, one write) and send them to one consumer thread, which
+/// frees every one: a pipeline stage dropping what another allocated.
+/// Returns the wall time.
+fn handoff<A: Allocator + Sync>(a: &A, producers: usize, rounds: usize) -> Duration {
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Sent>>(64);
+        for t in 0..producers {
+            let tx = tx.clone();
+            s.spawn(move || {
+                let sz = sizes(0x5EED + t as u64);
+                let mut k = t * 977;
+                for _ in 0..rounds {
+                    let batch = (0..HANDOFF_BATCH)
+                        .map(|_| {
+                            k += 1;
+                            let l =
+                                Layout::from_size_align(64 + sz[k % sz.len()] % 960, 16).unwrap();
+                            let p = a.allocate(l).unwrap().cast::<u8>();
+                            // SAFETY: `p` holds at least 64 bytes.
+                            unsafe { p.as_ptr().write_volatile(1) };
+                            Sent(p, l)
+                        })
+                        .collect();
+                    tx.send(batch).unwrap();
+                }
+            });
+        }
+        drop(tx);
+        for batch in rx {
+            for Sent(p, l) in batch {
+                // SAFETY: allocated by `a` with layout `l`, freed once, here.
+                unsafe { a.deallocate(p, l) };
+            }
+        }
+    });
+    t0.elapsed()
+}
+
+/// Group `handoff`: 1, 2 and 4 producers sending their buffers to one
+/// consumer that frees them, per buffer. Afterwards the arena locks per
+/// buffer (before remote frees, every free took the lock: 1.06).
+fn handoffs(c: &mut Criterion) {
+    let arena = ExecutionArena::new();
+    let mut g = c.benchmark_group("handoff");
+    g.throughput(Throughput::Elements(HANDOFF_BATCH as u64));
+    for n in [1usize, 2, 4] {
+        g.bench_with_input(BenchmarkId::new("warmarena", n), &n, |b, &n| {
+            b.iter_custom(|iters| handoff(&arena, n, (iters as usize).div_ceil(n)))
+        });
+        g.bench_with_input(BenchmarkId::new("mimalloc", n), &n, |b, &n| {
+            b.iter_custom(|iters| handoff(&Mi, n, (iters as usize).div_ceil(n)))
+        });
+        g.bench_with_input(BenchmarkId::new("system", n), &n, |b, &n| {
+            b.iter_custom(|iters| handoff(&Global, n, (iters as usize).div_ceil(n)))
+        });
+    }
+    g.finish();
+    for n in [1usize, 2, 4] {
+        let before = arena.stats().locked_operations;
+        handoff(&arena, n, 200);
+        let locks = arena.stats().locked_operations - before - 1;
+        let buffers = (n * 200 * HANDOFF_BATCH) as f64;
+        println!(
+            "handoff/{n}: {locks} arena locks for {buffers} buffers ({:.3} per buffer)",
+            locks as f64 / buffers
+        );
+    }
+    assert_eq!(arena.stats().live_buffers, 0, "every buffer was returned");
+}
+
+criterion_group!(benches, threads, beside_lock, handoffs);
 criterion_main!(benches);

@@ -143,12 +143,25 @@ impl<T> SpinLock<T> {
         self.waiters.fetch_sub(1, Ordering::SeqCst);
     }
 
-    /// Wakes one parked waiter, if any announced itself.
+    /// Lets go of the lock and wakes one parked waiter, if any announced
+    /// itself. The waiter count is read *before* the release: once the
+    /// lock is free, another thread may take it and free the memory it
+    /// lives in (an arena's last one out destroys the body that holds its
+    /// lock), so nothing after the release store touches the lock but the
+    /// wake, which passes the word's address to the kernel as a key. A
+    /// waiter that announces itself between the read and the store sleeps
+    /// until `PARK_TIMEOUT_NS`, as one did before when the release's store
+    /// and load were reordered.
     #[inline(always)]
-    fn wake_one(&self) {
+    fn release(&self) {
         #[cfg(not(loom))]
-        if self.waiters.load(Ordering::Relaxed) != 0 {
-            futex_wake(&self.locked);
+        let waiting = self.waiters.load(Ordering::Relaxed) != 0;
+        #[cfg(not(loom))]
+        let word = self.locked.as_ptr();
+        self.locked.store(0, Ordering::Release);
+        #[cfg(not(loom))]
+        if waiting {
+            futex_wake(word);
         }
     }
 
@@ -181,8 +194,7 @@ impl<T> DerefMut for SpinGuard<'_, T> {
 impl<T> Drop for SpinGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
-        self.lock.locked.store(0, Ordering::Release);
-        self.lock.wake_one();
+        self.lock.release();
     }
 }
 
@@ -219,14 +231,16 @@ fn futex_wait(word: &AtomicU32, expected: u32, timeout_ns: i64) {
 
 /// Wakes one thread sleeping in [`futex_wait`] on `word`.
 #[cfg(not(loom))]
-fn futex_wake(word: &AtomicU32) {
+fn futex_wake(word: *mut u32) {
     #[cfg(all(target_os = "linux", not(miri)))]
-    // SAFETY: `word` is a live, aligned 32-bit atomic; FUTEX_WAKE only uses
-    // its address as the queue's key.
+    // SAFETY: FUTEX_WAKE only uses the address as the queue's key: it
+    // neither reads nor writes the word, which may be freed by now (a
+    // stale key at worst wakes a waiter of a reused address spuriously,
+    // and every futex waiter re-checks its word).
     unsafe {
         libc::syscall(
             libc::SYS_futex,
-            word.as_ptr(),
+            word,
             libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
             1,
         )

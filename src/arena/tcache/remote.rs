@@ -230,8 +230,10 @@ mod tests {
     #[repr(C, align(16))]
     struct Buffers([[u64; 2]; 16]);
 
-    fn addr(b: &mut Buffers, k: usize) -> usize {
-        b.0[k].as_mut_ptr() as usize
+    /// The buffers' addresses, from one pointer (one borrow of the array).
+    fn addrs(b: &mut Buffers) -> Vec<usize> {
+        let base = b.0.as_mut_ptr() as usize;
+        (0..16).map(|k| base + 16 * k).collect()
     }
 
     fn push(r: &Remote, a: usize, stamp: u64) -> bool {
@@ -257,7 +259,7 @@ mod tests {
         let r = Remote::default();
         assert!(!r.pending());
         assert_eq!(r.take(), 0);
-        let a: Vec<usize> = (0..5).map(|k| addr(&mut b, k)).collect();
+        let a = addrs(&mut b)[..5].to_vec();
         for (k, &x) in a.iter().enumerate() {
             assert!(push(&r, x, k as u64 + 10));
         }
@@ -276,7 +278,8 @@ mod tests {
     fn a_closed_stack_refuses_pushes_and_gives_what_it_had() {
         let mut b = Buffers([[0; 2]; 16]);
         let r = Remote::default();
-        let (x, y) = (addr(&mut b, 0), addr(&mut b, 1));
+        let a = addrs(&mut b);
+        let (x, y) = (a[0], a[1]);
         assert!(push(&r, x, 1));
         let head = r.close();
         assert_eq!(walk(head), vec![(x, 1)]);
@@ -289,7 +292,8 @@ mod tests {
     #[test]
     fn a_cycle_is_cut_at_the_limit() {
         let mut b = Buffers([[0; 2]; 16]);
-        let (x, y) = (addr(&mut b, 0), addr(&mut b, 1));
+        let a = addrs(&mut b);
+        let (x, y) = (a[0], a[1]);
         // A buffer freed twice: x -> y -> x -> ...
         // SAFETY: test buffers.
         unsafe {
