@@ -180,6 +180,22 @@ impl Bin {
         }
     }
 
+    /// The oldest entry, if any.
+    pub(crate) fn oldest(&self) -> Option<Slot> {
+        (self.len > 0).then(|| self.slots[0])
+    }
+
+    /// Drops the oldest entry and adds `s` as the newest (no change when
+    /// empty): the bin keeps its length.
+    pub(crate) fn replace_oldest(&mut self, s: Slot) {
+        let len = self.len as usize;
+        if len == 0 {
+            return;
+        }
+        self.slots.copy_within(1..len, 0);
+        self.slots[len - 1] = s;
+    }
+
     /// Removes the `n` oldest entries (all when fewer), handing each to
     /// `f` oldest first; the rest move down, keeping their order.
     pub(crate) fn drain_oldest(&mut self, n: usize, mut f: impl FnMut(Slot)) {
@@ -196,6 +212,24 @@ impl Bin {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn replacing_the_oldest_keeps_the_length_and_puts_the_new_on_top() {
+        let mut b = Bin::new(64);
+        assert_eq!(b.oldest(), None);
+        b.replace_oldest(s(9));
+        assert_eq!(b.len(), 0, "nothing to replace");
+        for k in 0..3 {
+            assert!(b.push(s(k)));
+        }
+        assert_eq!(b.oldest(), Some(s(0)));
+        b.replace_oldest(s(7));
+        assert_eq!(b.len(), 3);
+        assert_eq!(b.oldest(), Some(s(1)));
+        assert_eq!(b.pop(), Some(s(7)));
+        assert_eq!(b.pop(), Some(s(2)));
+        assert_eq!(b.pop(), Some(s(1)));
+    }
 
     fn s(k: usize) -> Slot {
         Slot::for_test(k)

@@ -1157,17 +1157,13 @@ pub(crate) fn free_slow(core: &ArenaCore, c: Class, addr: usize, block: u32) -> 
     // SAFETY: this thread's cache; no other borrow of `own` is alive.
     let o = unsafe { cache.own() };
     if !o.bins[c].take_credit() {
-        // Not handed out by this cache: onto the arena's remote stack
-        // (`remote.rs`) for its next lock holder, or through the lock when
-        // the arena's last handle has closed the stack. Nothing here
-        // touches the arena after the push: it may be gone once the
-        // buffer is taken.
-        let at = stamp(cache, &mut o.seq);
-        // SAFETY: a small buffer (at least 16 bytes, 16-aligned) that its
-        // user is freeing: ours to write.
-        return core
-            .remote
-            .push(addr, |next| unsafe { remote::link::write(addr, next, at) });
+        return free_remote(
+            core,
+            o.bins.get_mut(c),
+            addr,
+            block,
+            stamp(cache, &mut o.seq),
+        );
     }
     let slot = Slot {
         addr,
@@ -1186,6 +1182,41 @@ pub(crate) fn free_slow(core: &ArenaCore, c: Class, addr: usize, block: u32) -> 
     }
     put(cache, o, c);
     true
+}
+
+/// A free this cache has no credit for (it did not hand the buffer out):
+/// onto the arena's remote stack (`remote.rs`) for its next lock holder;
+/// `false` when the arena's last handle has closed the stack (the caller
+/// frees through the lock). Nothing here touches the arena after the push:
+/// it may be gone once the buffer is taken.
+///
+/// When the bin holds older buffers of the class, the freed one is the
+/// class's newest and must be the next one handed out (the arena's order,
+/// which a hit from the bin would break): it takes the place of the bin's
+/// oldest, and that one goes onto the stack at its own stamp. The cache
+/// holds as many buffers as before.
+#[inline(never)]
+fn free_remote(core: &ArenaCore, bin: Option<&mut Bin>, addr: usize, block: u32, at: u64) -> bool {
+    let new = Slot {
+        addr,
+        block,
+        stamp: at,
+    };
+    let (bin, out) = match bin.and_then(|b| b.oldest().map(|old| (b, old))) {
+        Some((b, old)) => (Some(b), old),
+        None => (None, new),
+    };
+    // SAFETY: `out` is a small buffer (at least 16 bytes, 16-aligned) that
+    // its user is freeing, or one this cache holds free: ours to write.
+    let pushed = core.remote.push(out.addr, |next| unsafe {
+        remote::link::write(out.addr, next, out.stamp)
+    });
+    if pushed {
+        if let Some(b) = bin {
+            b.replace_oldest(new);
+        }
+    }
+    pushed
 }
 
 /// Whether every buffer of class `k` is aligned to `align`.

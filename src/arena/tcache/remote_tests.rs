@@ -128,3 +128,24 @@ fn a_remote_free_racing_the_last_handle_frees_the_body_once() {
         assert_eq!(destroyed::count(id), 1, "round {round}");
     }
 }
+
+#[test]
+fn a_free_without_credit_is_the_next_hand_out_of_its_class() {
+    let a = arena();
+    // Caching off under a small cap: this buffer is handed out by the
+    // arena, so this thread's cache has no credit for it.
+    a.set_retention_cap(1 << 20);
+    let x = a.allocate(1665, 16).unwrap();
+    a.set_retention_cap(usize::MAX);
+    let y = a.allocate(1665, 16).unwrap();
+    let (px, py) = (x.as_ptr(), y.as_ptr());
+    drop(y); // into the cache's bin (its credit)
+    drop(x); // the class's most recently freed buffer
+    let z = a.allocate(1665, 16).unwrap();
+    // The arena's order hands out the newest; the bin held the older one.
+    assert_eq!(z.as_ptr(), px, "not the older {py:?}");
+    drop(z);
+    let s = a.stats();
+    assert_eq!((s.live_buffers, s.retained_buffers), (0, 2));
+    assert_eq!(a.check_invariants(), Ok(()));
+}
