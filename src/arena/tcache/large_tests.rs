@@ -297,3 +297,26 @@ fn the_execution_heaps_thread_never_uses_the_slots() {
     assert_eq!(locks, 0);
     assert_eq!(a.check_invariants(), Ok(()));
 }
+
+#[test]
+fn a_free_into_a_full_slot_is_the_next_hand_out_of_its_class() {
+    let a = io();
+    let size = 150_000;
+    let x = a.allocate(size, 64).unwrap();
+    let y = a.allocate(size, 64).unwrap();
+    let (px, py) = (x.as_ptr(), y.as_ptr());
+    drop(x); // into the slot
+    let before = a.stats().locked_operations;
+    drop(y); // the class's newest: it takes the slot, `x` goes to the arena
+    assert_eq!(
+        a.stats().locked_operations,
+        before + 2,
+        "one lock for the free (as before, when the full slot sent it to the arena) and stats()"
+    );
+    let z = a.allocate(size, 64).unwrap();
+    assert_eq!(z.as_ptr(), py, "not the older {px:?}");
+    drop(z);
+    let s = a.stats();
+    assert_eq!((s.live_buffers, s.retained_buffers), (0, 2));
+    assert_eq!(a.check_invariants(), Ok(()));
+}

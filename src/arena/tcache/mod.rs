@@ -670,7 +670,28 @@ pub(crate) fn free_large_hit(core: &ArenaCore, c: Class, addr: usize, block: u32
     if !has_room(o.large_bytes, o.big_bytes, cap) {
         return free_large_making_room(core, cache, o, k, cap, addr, block);
     }
+    if o.large
+        .get(k)
+        .is_some_and(|l| l.holds() && l.is_lent(addr, block, block == NIL))
+    {
+        give_back_older_large(core, cache, o, k);
+    }
     put_large(cache, o, k, cap, addr, block, true)
+}
+
+/// Under the arena's lock (taken here): the buffer large slot `k` holds
+/// goes back to the arena at its own free stamp, so that the one being
+/// freed, the class's newest, takes the slot. Otherwise the next request
+/// of the class would take the slot's older buffer where the arena's order
+/// says the newest, and a later cap would evict differently. The freed
+/// buffer took the lock before too (the slot was full).
+#[cold]
+#[inline(never)]
+fn give_back_older_large(core: &ArenaCore, cache: &Cache, o: &mut Own, k: usize) {
+    let mut st = core.lock();
+    publish(&mut st, o);
+    give_back_large(&mut st, core, cache, o, k, false);
+    cache.store_all(o);
 }
 
 /// [`free_large_hit`] for a cache without room for the buffer: when it is
