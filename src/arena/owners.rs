@@ -81,6 +81,14 @@ impl Owner {
         Owner(self.0.cast::<u8>().wrapping_add(class + 1).cast())
     }
 
+    /// This entry's small class when it is `owner`'s run's entry (see
+    /// [`small_class_owned_by`]); `None` otherwise.
+    #[inline(always)]
+    pub(crate) fn small_class_for(self, owner: Owner) -> Option<usize> {
+        let t = (self.0 as usize).wrapping_sub(owner.0 as usize);
+        (t.wrapping_sub(1) < TAG_MASK).then(|| t - 1)
+    }
+
     /// The owner without its tag, and the class the tag names.
     #[inline(always)]
     fn untag(self) -> (Owner, Option<usize>) {
@@ -140,8 +148,21 @@ pub(crate) fn lookup_small(addr: usize) -> (Owner, Option<usize>) {
     lookup_tagged(addr).untag()
 }
 
+/// The small class of the run holding `addr` when `owner` (an arena body)
+/// owns that run; `None` for anything else (another owner, no owner, a
+/// granule that is not a run's). One subtraction and one comparison decide
+/// it all: an entry is a body's address plus its tag (class plus one, below
+/// [`TAG_MASK`] plus one), bodies are 128-byte aligned and distinct, so the
+/// entry less `owner` lies in `1..=TAG_MASK` only for `owner`'s own runs.
 #[inline(always)]
-fn lookup_tagged(addr: usize) -> Owner {
+pub(crate) fn small_class_owned_by(addr: usize, owner: Owner) -> Option<usize> {
+    lookup_tagged(addr).small_class_for(owner)
+}
+
+/// The entry of the granule holding `addr` as stored: its owner (or null)
+/// with a run's tag in the low bits. [`Owner::small_class_for`] reads it.
+#[inline(always)]
+pub(crate) fn lookup_tagged(addr: usize) -> Owner {
     let Some((top, i)) = split(addr) else {
         return Owner::NONE;
     };
@@ -292,6 +313,15 @@ mod tests {
         assert!(register(base + GRANULE, GRANULE, me.tagged(79)));
         assert_eq!(lookup_small(base + GRANULE + 5), (me, Some(79)));
         assert_eq!(lookup_small(base), (me, None));
+        assert_eq!(small_class_owned_by(base + GRANULE + 5, me), Some(79));
+        assert_eq!(small_class_owned_by(base, me), None, "untagged");
+        for other in [
+            Owner::NONE,
+            Owner(me.0.wrapping_byte_add(128)),
+            Owner(me.0.wrapping_byte_sub(128)),
+        ] {
+            assert_eq!(small_class_owned_by(base + GRANULE + 5, other), None);
+        }
         assert_eq!(lookup(base + GRANULE), me);
         unregister(base, 3 * GRANULE, me);
         assert_eq!(lookup(base), Owner::NONE);

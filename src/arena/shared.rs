@@ -643,8 +643,8 @@ impl ArenaCore {
     /// address.
     #[inline]
     pub(crate) fn small_class_at(&self, addr: usize) -> Option<usize> {
-        let (owner, class) = super::owners::lookup_small(addr);
-        (owner.0 == (self as *const ArenaCore).cast_mut().cast()).then_some(class?)
+        let me = super::owners::Owner((self as *const ArenaCore).cast_mut().cast());
+        super::owners::small_class_owned_by(addr, me)
     }
 
     /// The live block starting at `addr` and its capacity.

@@ -566,18 +566,19 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for ScopedGlobal<B> {
 
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        let (owner, small) = owners::lookup_small(ptr as usize);
-        if owner == Owner::NONE {
+        let entry = owners::lookup_tagged(ptr as usize);
+        if entry == Owner::NONE {
             // SAFETY: not arena memory, so it came from the backing allocator.
             return unsafe { self.backing.dealloc(ptr, layout) };
         }
         // The hit, call-free: a small buffer of this thread's own scope's
-        // arena into the thread's cache.
-        if let Some(class) = small {
-            let this = owner.0.cast::<ArenaCore>();
-            // SAFETY: a registered owner is a live body's original pointer,
-            // kept alive by the live buffer at `ptr` (the caller's).
-            if scope::explicit() == this && unsafe { &*this }.free_cached(class, ptr as usize) {
+        // arena into the thread's cache (one comparison finds both the
+        // owner and the class).
+        let this = scope::explicit();
+        if let Some(class) = entry.small_class_for(Owner(this.cast())) {
+            // SAFETY: `this` owns the run holding `ptr`: a live body, kept
+            // alive by the live buffer at `ptr` (the caller's).
+            if unsafe { &*this }.free_cached(class, ptr as usize) {
                 stats::note(
                     Counter::ReturnedInScope,
                     Some((Counter::ReturnedInScopeBytes, layout.size())),

@@ -58,13 +58,18 @@ impl Slot {
 pub(crate) struct Bin {
     len: u32,
     limit: u32,
-    /// Buffers of this class the cache handed out and has not yet taken
-    /// back: a free is cached only against this credit. A thread that frees
-    /// what others allocated (a consumer) so returns those buffers to the
-    /// arena, where the allocating threads find them again; otherwise they
-    /// would pile up in the consumer's cache while the producers went to
-    /// the OS for new ones, run after run.
-    credit: u32,
+    /// `len` plus the credit: buffers of this class the cache handed out
+    /// and has not yet taken back. A free is cached only against this
+    /// credit. A thread that frees what others allocated (a consumer) so
+    /// returns those buffers to the arena, where the allocating threads
+    /// find them again; otherwise they would pile up in the consumer's
+    /// cache while the producers went to the OS for new ones, run after
+    /// run. A hit moves one buffer between `len` and the credit, so this
+    /// sum stays: only the slow paths write it.
+    reach: u32,
+    /// `min(reach, limit)`: the length a cached free may take the bin to
+    /// (a credit left and room left), so the free's hit tests one bound.
+    room: u32,
     /// The class's capacity (below `CARVE_LIMIT`).
     cap: u32,
     /// One buffer of the class as a delta of a cache's held word
@@ -90,30 +95,46 @@ impl Bin {
         Bin {
             len: 0,
             limit: limit_for(cap),
-            credit: 0,
+            reach: 0,
+            room: 0,
             cap: cap as u32,
             one: ((cap as u64) << 32) | 1,
             slots: [EMPTY; BIN_SLOTS],
         }
     }
 
-    /// The cache handed out one buffer of this class. Wrapping: only a
-    /// thread that allocated 2^32 buffers more than it freed reaches the
-    /// wrap, and a credit of 0 then sends its frees to the arena, which is
-    /// always correct (what a credit saves is a lock, nothing more).
-    #[inline(always)]
+    /// The shared path handed out one buffer of this class on the cache's
+    /// behalf: one more credit. Saturating: only a thread that allocated
+    /// 2^32 buffers more than it freed reaches the bound, and a missing
+    /// credit then sends a free to the arena, which is always correct
+    /// (what a credit saves is a lock, nothing more).
+    #[inline]
     pub(crate) fn note_handed_out(&mut self) {
-        self.credit = self.credit.wrapping_add(1);
+        self.set_reach(self.reach.saturating_add(1));
     }
 
-    /// Whether a free may be cached here (it uses one credit if so).
-    #[inline(always)]
+    /// Whether a free may be cached here (it uses one credit if so; the
+    /// caller then [`Bin::push`]es or gives the credit back).
+    #[inline]
     pub(crate) fn take_credit(&mut self) -> bool {
-        if self.credit == 0 {
+        if self.reach <= self.len {
             return false;
         }
-        self.credit -= 1;
+        self.set_reach(self.reach - 1);
         true
+    }
+
+    /// The credit: buffers handed out and not yet taken back.
+    #[cfg(test)]
+    pub(crate) fn credit(&self) -> u32 {
+        self.reach - self.len
+    }
+
+    #[inline(always)]
+    fn set_reach(&mut self, reach: u32) {
+        debug_assert!(reach >= self.len);
+        self.reach = reach;
+        self.room = reach.min(self.limit);
     }
 
     /// One buffer of this class as a delta of a cache's held word
@@ -140,7 +161,7 @@ impl Bin {
         (self.limit as usize).div_ceil(2)
     }
 
-    /// The newest entry, if any.
+    /// Hands out the newest entry, if any: it becomes one more credit.
     #[inline(always)]
     pub(crate) fn pop(&mut self) -> Option<Slot> {
         let n = self.len.checked_sub(1)?;
@@ -149,7 +170,23 @@ impl Bin {
         Some(self.slots[slot_index(n)])
     }
 
-    /// Adds `s` as the newest entry; `false` (and no change) when full.
+    /// Takes back a buffer its user freed, against one credit: `false`
+    /// (and no change) when the bin has no credit or no room left. The
+    /// free's hit: one bound, one store of the entry, one of the length.
+    #[inline(always)]
+    pub(crate) fn push_freed(&mut self, s: Slot) -> bool {
+        if self.len >= self.room {
+            return false;
+        }
+        // `len < room <= limit <= BIN_SLOTS`: the masked index is `len`.
+        self.slots[slot_index(self.len)] = s;
+        self.len += 1;
+        true
+    }
+
+    /// Adds `s` as the newest entry without using a credit (a refill, or
+    /// a free whose credit [`Bin::take_credit`] took); `false` (and no
+    /// change) when full.
     #[inline(always)]
     pub(crate) fn push(&mut self, s: Slot) -> bool {
         if self.len >= self.limit {
@@ -158,6 +195,7 @@ impl Bin {
         // `len < limit <= BIN_SLOTS`: the masked index is `len` itself.
         self.slots[slot_index(self.len)] = s;
         self.len += 1;
+        self.set_reach(self.reach.saturating_add(1));
         true
     }
 
@@ -206,6 +244,8 @@ impl Bin {
         }
         self.slots.copy_within(n..len, 0);
         self.len = (len - n) as u32;
+        // The credits stay: `reach` moves with `len`.
+        self.set_reach(self.reach - n as u32);
     }
 }
 
@@ -233,6 +273,50 @@ mod tests {
 
     fn s(k: usize) -> Slot {
         Slot::for_test(k)
+    }
+
+    #[test]
+    fn a_free_is_taken_back_against_a_credit_while_there_is_room() {
+        // A scripted mix of every operation against a model of the length
+        // and the credit (the hit's single bound stands for both).
+        let mut b = Bin::new(16 << 10); // 8 entries
+        let (mut len, mut credit) = (0u32, 0u32);
+        for step in 0..400usize {
+            match (step * 5 + step / 7) % 7 {
+                0 => {
+                    let ok = b.push(s(step));
+                    assert_eq!(ok, len < 8, "step {step}");
+                    len += ok as u32;
+                }
+                1 | 2 => {
+                    let ok = b.push_freed(s(step));
+                    assert_eq!(ok, credit > 0 && len < 8, "step {step}");
+                    len += ok as u32;
+                    credit -= ok as u32;
+                }
+                3 | 4 => {
+                    let ok = b.pop().is_some();
+                    assert_eq!(ok, len > 0, "step {step}");
+                    len -= ok as u32;
+                    credit += ok as u32;
+                }
+                5 => {
+                    if step % 2 == 0 {
+                        b.note_handed_out();
+                        credit += 1;
+                    } else {
+                        assert_eq!(b.take_credit(), credit > 0, "step {step}");
+                        credit = credit.saturating_sub(1);
+                    }
+                }
+                _ => {
+                    let n = (step % 3) as u32;
+                    b.drain_oldest(n as usize, |_| {});
+                    len -= n.min(len);
+                }
+            }
+            assert_eq!((b.len() as u32, b.credit()), (len, credit), "step {step}");
+        }
     }
 
     #[test]

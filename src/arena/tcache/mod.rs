@@ -151,8 +151,6 @@ struct Own {
     /// Held bytes and buffers ([`Held`]), mirrored in `Counters::held`.
     held: u64,
     frees: u64,
-    /// The sequence part of this cache's free stamps.
-    seq: u64,
     bins: [Bin; SMALL_CLASSES],
     /// The large classes' slots (`large.rs`).
     large: [Large; LARGE_CLASSES],
@@ -186,13 +184,29 @@ impl Own {
 #[derive(Debug, Default)]
 struct View {
     live: AtomicUsize,
-    clock: AtomicU64,
+    /// The last free stamp this cache gave (see [`stamp`]): the arena's
+    /// free count (its clock) as last seen, shifted by [`STAMP_SEQ_BITS`],
+    /// plus this cache's sequence. A cached free adds one.
+    stamp: AtomicU64,
 }
 
 impl View {
     fn refresh(&self, core: &ArenaCore) {
-        self.live.store(core.live_mirror.load(Relaxed), Relaxed);
-        self.clock.store(core.clock_mirror.load(Relaxed), Relaxed);
+        self.see(
+            core.live_mirror.load(Relaxed),
+            core.clock_mirror.load(Relaxed),
+        );
+    }
+
+    /// Takes the arena's `live` bytes and free count `clock` as seen now.
+    /// The sequence goes on from where it was (so this cache's stamps never
+    /// go back), under the new clock.
+    #[inline(always)]
+    fn see(&self, live: usize, clock: u64) {
+        self.live.store(live, Relaxed);
+        let last = self.stamp.load(Relaxed);
+        let rebased = (clock << STAMP_SEQ_BITS) | (last & ((1 << STAMP_SEQ_BITS) - 1));
+        self.stamp.store(last.max(rebased), Relaxed);
     }
 }
 
@@ -239,7 +253,6 @@ impl Cache {
                 published: 0,
                 held: 0,
                 frees: 0,
-                seq: 0,
                 bins,
                 large: [Large::default(); LARGE_CLASSES],
                 large_bytes: 0,
@@ -356,8 +369,7 @@ pub(crate) fn note_unlock(core: &ArenaCore, live: usize, clock: u64) {
     // SAFETY: LAST is null or a cache this thread owns and has not freed.
     if let Some(c) = unsafe { p.as_ref() } {
         if core::ptr::eq(c.core, core) {
-            c.view.live.store(live, Relaxed);
-            c.view.clock.store(clock, Relaxed);
+            c.view.see(live, clock);
         }
     }
 }
@@ -394,11 +406,9 @@ pub(crate) fn allocate_hit(core: &ArenaCore, c: Class) -> Option<Grant> {
 /// A hit: the counters move the buffer from held to live.
 #[inline(always)]
 fn take(cache: &Cache, o: &mut Own, s: Slot, c: Class) -> Grant {
-    let (cap, one) = match o.bins.get_mut(c) {
-        Some(bin) => {
-            bin.note_handed_out();
-            (bin.cap(), bin.held_one())
-        }
+    // The pop made the buffer a credit of its bin.
+    let (cap, one) = match o.bins.get(c) {
+        Some(bin) => (bin.cap(), bin.held_one()),
         None => (capacity(c), Held::one(capacity(c))), // never: `c` is small
     };
     o.held -= one;
@@ -728,7 +738,7 @@ fn put_large(
     block: u32,
     room: bool,
 ) -> bool {
-    let at = stamp(cache, &mut o.seq);
+    let at = stamp(cache);
     let Some(l) = o.large.get_mut(k) else {
         return false;
     };
@@ -762,22 +772,19 @@ pub(crate) fn free_hit(core: &ArenaCore, c: Class, addr: usize, block: u32) -> b
     if let Some(cache) = fast_cache(core) {
         // SAFETY: this thread's cache; the borrow ends within this block.
         let o = unsafe { cache.own() };
-        let stamp = stamp(cache, &mut o.seq);
+        let stamp = stamp(cache);
         let Some(bin) = o.bins.get_mut(c) else {
             return false;
         };
-        if !bin.take_credit() {
-            // Not handed out by this cache: back to the arena.
-            return false;
-        }
-        if bin.push(Slot { addr, block, stamp }) {
+        // Against a credit (not handed out by this cache: back to the
+        // arena, see `Bin`) and while the bin has room.
+        if bin.push_freed(Slot { addr, block, stamp }) {
             o.held += bin.held_one();
             o.frees += 1;
             cache.store_counters(o);
             cache.counters.frees.store(o.frees, Relaxed);
             return true;
         }
-        bin.note_handed_out(); // the credit goes back with the buffer
     }
     false
 }
@@ -786,13 +793,16 @@ pub(crate) fn free_hit(core: &ArenaCore, c: Class, addr: usize, block: u32) -> b
 /// had at this thread's last unlock of it (the cache's [`View`]), then
 /// this cache's own sequence. Exact on one thread, where every unlock is
 /// this thread's; with several, a cached free orders after every free its
-/// thread has seen.
+/// thread has seen. One load and one store: the clock part is set when
+/// the view is, not at each free.
 #[inline(always)]
-fn stamp(cache: &Cache, seq: &mut u64) -> u64 {
-    // Wraps after 2^24 cached frees between two arena frees: order among
-    // those is then approximate, nothing else.
-    *seq = (*seq + 1) & ((1 << STAMP_SEQ_BITS) - 1);
-    (cache.view.clock.load(Relaxed) << STAMP_SEQ_BITS) | *seq
+fn stamp(cache: &Cache) -> u64 {
+    // After 2^24 cached frees between two unlocks the sequence carries into
+    // the clock part: those stamps then tie with or pass the arena's next
+    // frees (order among them is approximate), and never go back.
+    let s = cache.view.stamp.load(Relaxed) + 1;
+    cache.view.stamp.store(s, Relaxed);
+    s
 }
 
 #[inline(always)]
@@ -1178,18 +1188,12 @@ pub(crate) fn free_slow(core: &ArenaCore, c: Class, addr: usize, block: u32) -> 
     // SAFETY: this thread's cache; no other borrow of `own` is alive.
     let o = unsafe { cache.own() };
     if !o.bins[c].take_credit() {
-        return free_remote(
-            core,
-            o.bins.get_mut(c),
-            addr,
-            block,
-            stamp(cache, &mut o.seq),
-        );
+        return free_remote(core, o.bins.get_mut(c), addr, block, stamp(cache));
     }
     let slot = Slot {
         addr,
         block,
-        stamp: stamp(cache, &mut o.seq),
+        stamp: stamp(cache),
     };
     if !o.bins[c].push(slot) {
         let mut st = core.lock();
