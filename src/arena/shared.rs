@@ -601,25 +601,30 @@ impl ArenaCore {
     /// lent may go into its cache's slot for the class, or, on the
     /// execution heap's thread, into its heap slot.
     pub(crate) fn free_at_layout(&self, addr: usize, size: usize, align: usize) -> bool {
-        if !self.pattern_on && size >= CARVE_LIMIT / 2 {
-            if self.on_heap_thread() {
-                if tcache::free_heap_hit(self, addr, NIL) {
-                    return true;
-                }
-            } else if size.wrapping_sub(1) < tcache::LARGE_MAX
-                && align.is_power_of_two()
-                && align <= 4096
-            {
-                let c = class_of_classed(rounded_to(size, align));
-                if c >= SMALL_CLASSES
-                    && tcache::serves(c, align)
-                    && tcache::free_large_hit(self, c, addr, NIL)
-                {
-                    return true;
-                }
-            }
+        self.free_large_hit_at(addr, size, align) || self.free_at(addr)
+    }
+
+    /// The lock-free frees of a buffer of 32 KiB and up, requested as
+    /// `size` bytes aligned to `align`, at `addr`: into the execution
+    /// heap's slot on the heap's thread, or into this thread's large slot
+    /// of its class; `false` (nothing changed) for anything else. The
+    /// caller holds a handle or the live buffer at `addr` (so the body
+    /// outlives the call); a cache whose arena was orphaned takes nothing.
+    #[inline]
+    pub(crate) fn free_large_hit_at(&self, addr: usize, size: usize, align: usize) -> bool {
+        if self.pattern_on || size < CARVE_LIMIT / 2 {
+            return false;
         }
-        self.free_at(addr)
+        if self.on_heap_thread() {
+            return tcache::free_heap_hit(self, addr, NIL);
+        }
+        if size.wrapping_sub(1) < tcache::LARGE_MAX && align.is_power_of_two() && align <= 4096 {
+            let c = class_of_classed(rounded_to(size, align));
+            return c >= SMALL_CLASSES
+                && tcache::serves(c, align)
+                && tcache::free_large_hit(self, c, addr, NIL);
+        }
+        false
     }
 
     /// Returns the live buffer that starts at `addr`, found by address;

@@ -467,7 +467,7 @@ impl<B: GlobalAlloc> ScopedGlobal<B> {
             }
         }
         // SAFETY: `ptr` is a live allocation (caller) in `owner`'s granule.
-        unsafe { self.arena_dealloc(owner, small, ptr, layout.size()) }
+        unsafe { self.arena_dealloc(owner, small, ptr, layout) }
     }
 
     /// Frees arena memory found by address.
@@ -476,13 +476,27 @@ impl<B: GlobalAlloc> ScopedGlobal<B> {
     /// `owner` is the registered owner of `ptr`'s granule and `ptr` is a live
     /// buffer of it.
     #[inline(never)]
-    unsafe fn arena_dealloc(&self, owner: Owner, small: Option<usize>, ptr: *mut u8, size: usize) {
+    unsafe fn arena_dealloc(
+        &self,
+        owner: Owner,
+        small: Option<usize>,
+        ptr: *mut u8,
+        layout: Layout,
+    ) {
         let this = owner.0.cast::<ArenaCore>();
         // SAFETY: a registered owner is a live body's original pointer: the
-        // buffer at `ptr` is live, so its arena is. A pointer that is not a live
-        // buffer start (a caller's bug) changes nothing.
+        // buffer at `ptr` is live, so its arena is, for this call.
+        let arena = unsafe { &*this };
+        // A large buffer into this thread's heap or large slot, as
+        // allocator-api2's free does (the layout names its class).
+        if small.is_none() && arena.free_large_hit_at(ptr as usize, layout.size(), layout.align()) {
+            note_return(this, layout.size());
+            return;
+        }
+        // SAFETY: as above. A pointer that is not a live buffer start (a
+        // caller's bug) changes nothing.
         unsafe { ArenaCore::free_by_addr(NonNull::new_unchecked(this), ptr as usize, small) };
-        note_return(this, size);
+        note_return(this, layout.size());
     }
 
     /// # Safety
@@ -526,7 +540,7 @@ impl<B: GlobalAlloc> ScopedGlobal<B> {
         arena.note_copy(keep);
         stats::note(Counter::ReallocMoved, None);
         // SAFETY: as in `arena_dealloc`; `arena` is not used after this.
-        unsafe { self.arena_dealloc(owner, small, ptr, layout.size()) };
+        unsafe { self.arena_dealloc(owner, small, ptr, layout) };
         fresh
     }
 }

@@ -187,3 +187,52 @@ fn freed_on_another_thread() {
     .unwrap();
     assert_eq!(arena.stats().live_buffers, 0);
 }
+
+#[test]
+fn warm_scoped_large_pairs_take_no_lock_on_any_thread() {
+    // The heap's own thread (its slot) and another thread (the large
+    // slots): a free knows the layout, so it takes the class's hit as
+    // allocator-api2's does, not the arena's lock.
+    let arena = ExecutionArena::new();
+    let pairs = if cfg!(miri) { 3 } else { 100 };
+    let run = |sizes: &[usize]| {
+        scope(&arena, || {
+            for &size in sizes {
+                let l = layout(size, 64);
+                for k in 0..pairs + 1 {
+                    if k == 1 {
+                        // Warm from here on.
+                        let before = arena.stats();
+                        for _ in 0..pairs {
+                            // SAFETY: non-zero layout; freed with it.
+                            unsafe {
+                                let p = A.alloc(l);
+                                fill(p, size, 5);
+                                A.dealloc(p, l);
+                            }
+                        }
+                        let after = arena.stats();
+                        // The one locked operation is `stats()` itself.
+                        let locked = after.locked_operations - before.locked_operations;
+                        assert_eq!(locked, 1, "{size}");
+                        assert_eq!(after.frees, before.frees + pairs as u64, "{size}");
+                        assert_eq!(after.os, before.os, "{size}");
+                        break;
+                    }
+                    // SAFETY: as above.
+                    unsafe {
+                        let p = A.alloc(l);
+                        fill(p, size, 4);
+                        A.dealloc(p, l);
+                    }
+                }
+            }
+        })
+    };
+    run(&[64 << 10, 1 << 20]);
+    std::thread::scope(|s| {
+        s.spawn(|| run(&[64 << 10, 1 << 20]));
+    });
+    assert_eq!(arena.stats().live_buffers, 0);
+    assert_eq!(arena.check_invariants(), Ok(()));
+}

@@ -188,6 +188,13 @@ struct View {
     /// free count (its clock) as last seen, shifted by [`STAMP_SEQ_BITS`],
     /// plus this cache's sequence. A cached free adds one.
     stamp: AtomicU64,
+    /// A held word ([`Held`]) below which this cache's hand-outs may take
+    /// the live bytes past the peak: a hit compares its held word with it
+    /// and only then computes the live bytes ([`note_peak`]). Set to the
+    /// maximum whenever what it was computed from may have changed (the
+    /// view, the published bytes, a peak reset), so that the next hit
+    /// computes it again; lowered only by [`note_peak`], exactly.
+    floor: AtomicU64,
 }
 
 impl View {
@@ -204,6 +211,7 @@ impl View {
     #[inline(always)]
     fn see(&self, live: usize, clock: u64) {
         self.live.store(live, Relaxed);
+        self.floor.store(u64::MAX, Relaxed);
         let last = self.stamp.load(Relaxed);
         let rebased = (clock << STAMP_SEQ_BITS) | (last & ((1 << STAMP_SEQ_BITS) - 1));
         self.stamp.store(last.max(rebased), Relaxed);
@@ -246,7 +254,10 @@ impl Cache {
             id: core.id,
             link: Link::new(),
             counters: Counters::default(),
-            view: View::default(),
+            view: View {
+                floor: AtomicU64::new(u64::MAX),
+                ..View::default()
+            },
             own: UnsafeCell::new(Own {
                 seen: u64::MAX,
                 off_seen: u64::MAX,
@@ -413,7 +424,9 @@ fn take(cache: &Cache, o: &mut Own, s: Slot, c: Class) -> Grant {
     };
     o.held -= one;
     cache.store_counters(o);
-    note_peak(cache, o);
+    if o.held < cache.view.floor.load(Relaxed) {
+        note_peak(cache, o);
+    }
     Grant {
         // SAFETY: cached addresses are buffers the arena carved: never null.
         ptr: unsafe { NonNull::new_unchecked(s.addr as *mut u8) },
@@ -425,19 +438,37 @@ fn take(cache: &Cache, o: &mut Own, s: Slot, c: Class) -> Grant {
 }
 
 /// A buffer left this cache for its user: the live bytes as the peak, if
-/// higher.
+/// higher, and the view's floor for the next hits.
 #[inline(always)]
 fn note_peak(cache: &Cache, o: &Own) {
     // Live bytes now: the arena's (less what caches published) less what
     // this cache holds beyond what it published. Exact on one thread.
-    let live = cache
-        .view
-        .live
-        .load(Relaxed)
-        .wrapping_add(o.published)
-        .wrapping_sub(Held(o.held).bytes());
-    if (live as isize) >= 0 && live > cache.counters.peak.load(Relaxed) {
+    let base = cache.view.live.load(Relaxed).wrapping_add(o.published);
+    let live = base.wrapping_sub(Held(o.held).bytes());
+    let mut peak = cache.counters.peak.load(Relaxed);
+    if (live as isize) >= 0 && live > peak {
         cache.counters.peak.store(live, Relaxed);
+        peak = live;
+    }
+    cache.view.floor.store(floor_word(base, peak), Relaxed);
+}
+
+/// The held word below which the live bytes pass `peak`, where `base` is
+/// the live bytes with nothing held: `base - peak` bytes in the high half
+/// (at most `u32::MAX`, so a hit then always checks), or 0 (never) while
+/// `base` is not above the peak, or is negative as modular live bytes can
+/// be for a while.
+const fn floor_word(base: usize, peak: usize) -> u64 {
+    if (base as isize) > 0 && base > peak {
+        let f = base - peak;
+        let f = if f > u32::MAX as usize {
+            u32::MAX as u64
+        } else {
+            f as u64
+        };
+        f << 32
+    } else {
+        0
     }
 }
 
@@ -1513,7 +1544,9 @@ impl ArenaState {
         self.peak_absorbed = 0;
         for p in self.caches.iter() {
             // SAFETY: see `sweep_caches`.
-            unsafe { p.as_ref() }.counters.peak.store(0, Relaxed);
+            let c = unsafe { p.as_ref() };
+            c.counters.peak.store(0, Relaxed);
+            c.view.floor.store(u64::MAX, Relaxed);
         }
     }
 

@@ -59,6 +59,69 @@ fn the_peak_stays_exact_when_locked_operations_come_between_cached_ones() {
 }
 
 #[test]
+fn cached_hand_outs_raise_the_peak_exactly_after_a_reset() {
+    // A hit computes the live bytes only when its held bytes fall below the
+    // view's floor; a reset of the peak (and each unlock) must make the
+    // next hits compute again.
+    let a = arena();
+    let bufs: Vec<_> = (0..6).map(|_| a.allocate(100, 8).unwrap()).collect();
+    let cap = bufs[0].capacity();
+    drop(bufs); // all six into the cache
+    assert_eq!(a.stats().peak_live_bytes, 6 * cap);
+    a.reset_peak();
+    assert_eq!(a.stats().peak_live_bytes, 0);
+    for n in 1..=6 {
+        let held: Vec<_> = (0..n).map(|_| a.allocate(100, 8).unwrap()).collect();
+        assert!(held.iter().all(|b| b.served_warm()));
+        assert_eq!(a.stats().peak_live_bytes, n * cap, "{n} handed out");
+        drop(held);
+        // Below the peak again: no new peak until above it.
+        let one = a.allocate(100, 8).unwrap();
+        assert_eq!(a.stats().peak_live_bytes, n * cap);
+        drop(one);
+        a.reset_peak();
+    }
+    assert_eq!(a.check_invariants(), Ok(()));
+}
+
+#[test]
+fn a_reset_on_one_thread_reaches_the_peak_checks_of_another_threads_cache() {
+    use std::sync::mpsc::channel;
+    let a = Arc::new(arena());
+    let (go, wait) = channel::<()>();
+    let (done, seen) = channel::<usize>();
+    let t = {
+        let a = Arc::clone(&a);
+        std::thread::spawn(move || {
+            let bufs: Vec<_> = (0..6).map(|_| a.allocate(100, 8).unwrap()).collect();
+            let cap = bufs[0].capacity();
+            drop(bufs);
+            // Six hits: this cache's peak check has run at the sixth.
+            drop(
+                (0..6)
+                    .map(|_| a.allocate(100, 8).unwrap())
+                    .collect::<Vec<_>>(),
+            );
+            done.send(cap).unwrap();
+            wait.recv().unwrap(); // the other thread resets the peak
+            let three: Vec<_> = (0..3).map(|_| a.allocate(100, 8).unwrap()).collect();
+            assert!(three.iter().all(|b| b.served_warm()), "no lock taken");
+            done.send(0).unwrap();
+            wait.recv().unwrap();
+            drop(three);
+        })
+    };
+    let cap = seen.recv().unwrap();
+    a.reset_peak();
+    go.send(()).unwrap();
+    seen.recv().unwrap();
+    assert_eq!(a.stats().peak_live_bytes, 3 * cap);
+    go.send(()).unwrap();
+    t.join().unwrap();
+    assert_eq!(a.check_invariants(), Ok(()));
+}
+
+#[test]
 fn a_locked_peak_counts_what_the_own_cache_handed_out_since_it_published() {
     // The arena's peak check takes this thread's cache by its current
     // counters: buffers it handed out after its last publication are live.
