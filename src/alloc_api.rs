@@ -13,7 +13,7 @@
 //! assert!(arena.stats().live_bytes >= 4000);
 //! ```
 
-use crate::arena::shared::ArenaCore;
+use crate::arena::shared::{ArenaCore, FreeHit};
 use crate::arena::state::Grant;
 use crate::arena::{ExecutionArena, IoArena};
 use allocator_api2::alloc::{AllocError, Allocator, Layout};
@@ -67,8 +67,17 @@ fn allocate_slow(
 /// [`deallocate_slow`].
 #[inline(always)]
 fn deallocate(core: &ArenaCore, ptr: NonNull<u8>, layout: Layout) {
-    if layout.size() != 0 && !core.free_hit_at(ptr.as_ptr() as usize) {
-        deallocate_slow(core, ptr, layout);
+    if layout.size() == 0 {
+        return;
+    }
+    match core.free_hit_at(ptr.as_ptr() as usize) {
+        FreeHit::Done => {}
+        // Found small already: straight to the cache's slow path (a free
+        // on a thread that did not allocate the buffer comes here).
+        FreeHit::Small(c) => {
+            core.free_small_missed(c, ptr.as_ptr() as usize);
+        }
+        FreeHit::Other => deallocate_slow(core, ptr, layout),
     }
 }
 

@@ -25,6 +25,10 @@ struct RunEntry {
     base: usize,
     cap: usize,
     first: usize,
+    /// `slot_count(cap)`, kept: a lookup divides by nothing.
+    count: usize,
+    /// `reciprocal(cap)`: an offset's slot is a multiply and a shift.
+    recip: u64,
 }
 
 /// Small-class runs by address, and each run's blocks by slot.
@@ -41,6 +45,21 @@ pub(crate) struct RunIndex {
 fn slot_count(cap: usize) -> usize {
     RUN_LEN / cap
 }
+
+/// The shift of [`reciprocal`]'s fixed point.
+const RECIP_SHIFT: u32 = 40;
+
+/// `2^RECIP_SHIFT / cap` rounded up: for every offset `off` in a run,
+/// `off * reciprocal(cap) >> RECIP_SHIFT` is `off / cap` exactly, because
+/// the rounding error (below `cap`) times `off` stays below
+/// `2^RECIP_SHIFT` while `off * cap` does (`RUN_LEN * cap <= 2^34` for
+/// every run-carved class; `run_index` tests every class and offset).
+/// A division on the lookup cost more than the rest of it.
+const fn reciprocal(cap: usize) -> u64 {
+    (1u64 << RECIP_SHIFT).div_ceil(cap as u64)
+}
+
+const _: () = assert!((RUN_LEN as u128) * (super::CARVE_LIMIT as u128) <= 1u128 << RECIP_SHIFT);
 
 impl RunIndex {
     /// Makes room for one more run of `cap`-byte blocks, so that
@@ -65,6 +84,8 @@ impl RunIndex {
                 base,
                 cap,
                 first,
+                count: slot_count(cap),
+                recip: reciprocal(cap),
             },
         );
     }
@@ -87,8 +108,8 @@ impl RunIndex {
     fn slot_in(e: &RunEntry, addr: usize) -> Option<usize> {
         // Same run number, so `addr >= e.base`.
         let off = addr - e.base;
-        let k = off / e.cap;
-        (k * e.cap == off && k < slot_count(e.cap)).then_some(e.first + k)
+        let k = ((off as u64 * e.recip) >> RECIP_SHIFT) as usize;
+        (k * e.cap == off && k < e.count).then_some(e.first + k)
     }
 
     /// The slot at `addr`: `None` when no run holds `addr` or `addr` is
@@ -134,6 +155,23 @@ mod tests {
     use super::*;
 
     const BASE: usize = 7 * RUN_LEN;
+
+    #[test]
+    fn the_reciprocal_divides_every_offset_of_a_run_exactly() {
+        // Every run-carved class; every offset natively, a sample under Miri.
+        let step = if cfg!(miri) { 4093 } else { 1 };
+        let mut c = 0;
+        while crate::size_class::capacity(c) < crate::arena::CARVE_LIMIT {
+            let cap = crate::size_class::capacity(c);
+            let r = reciprocal(cap);
+            for off in (0..RUN_LEN).step_by(step).chain([RUN_LEN - 1]) {
+                let k = ((off as u64 * r) >> RECIP_SHIFT) as usize;
+                assert_eq!(k, off / cap, "cap {cap}, offset {off}");
+            }
+            c += 1;
+        }
+        assert!(c > 40, "the small classes were walked");
+    }
 
     #[test]
     fn a_carved_slot_is_found_from_any_of_its_runs_addresses() {

@@ -95,6 +95,17 @@ pub(crate) const PRIVATE_WRITTEN: [(&str, usize); 3] = [
     ("remote", core::mem::offset_of!(ArenaCore, remote)),
 ];
 
+/// What allocator-api2's free hit ([`ArenaCore::free_hit_at`]) found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FreeHit {
+    /// The buffer is in this thread's cache.
+    Done,
+    /// A small buffer of this class, not taken by the cache's hit.
+    Small(usize),
+    /// Not a small buffer of this arena, or pattern mode is on.
+    Other,
+}
+
 /// `size` (at least `align`) rounded up to `align`: the unchecked form of
 /// [`aligned_size`] for the hot paths, whose callers have checked that
 /// `size` is below a class bound and `align` a power of two up to a page,
@@ -230,14 +241,38 @@ impl ArenaCore {
     }
 
     /// allocator-api2's free hit: the small buffer at `addr` (found by
-    /// the owner table's run tag) into this thread's cache; `false`
-    /// (nothing changed) for anything else, pattern mode included.
+    /// the owner table's run tag) into this thread's cache. Otherwise
+    /// (nothing changed) it says what the free is, so the caller's slow
+    /// path does not look it up again: a small buffer of a class the cache
+    /// did not take (no credit, a full bin, an epoch to honour), or
+    /// anything else, pattern mode included.
     #[inline(always)]
-    pub(crate) fn free_hit_at(&self, addr: usize) -> bool {
-        !self.pattern_on
-            && self
-                .small_class_at(addr)
-                .is_some_and(|c| tcache::free_hit(self, c, addr, NIL))
+    pub(crate) fn free_hit_at(&self, addr: usize) -> FreeHit {
+        if self.pattern_on {
+            return FreeHit::Other;
+        }
+        match self.small_class_at(addr) {
+            Some(c) if tcache::free_hit(self, c, addr, NIL) => FreeHit::Done,
+            Some(c) => FreeHit::Small(c),
+            None => FreeHit::Other,
+        }
+    }
+
+    /// A small buffer of class `c` at `addr` whose free the cache's hit
+    /// did not take ([`FreeHit::Small`]): the cache's slow path (a flush,
+    /// the remote stack), else the lock. `false` when no live buffer of
+    /// this arena starts at `addr`. The caller holds a handle.
+    #[inline(never)]
+    pub(crate) fn free_small_missed(&self, c: usize, addr: usize) -> bool {
+        tcache::free_slow(self, c, addr, NIL) || self.free_locked_at(addr)
+    }
+
+    /// Returns the live buffer at `addr` under the lock; out of line, so
+    /// the paths that try the caches first save no registers for it. The
+    /// caller holds a handle.
+    #[inline(never)]
+    fn free_locked_at(&self, addr: usize) -> bool {
+        self.lock().free(NIL, addr, &self.os)
     }
 
     /// A small buffer for `layout` from this thread's cache, when the cache
@@ -640,7 +675,7 @@ impl ArenaCore {
                 return true;
             }
         }
-        self.lock().free(NIL, addr, &self.os)
+        self.free_locked_at(addr)
     }
 
     /// The class of the small buffer of this arena at `addr`, from the
