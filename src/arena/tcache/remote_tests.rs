@@ -81,6 +81,64 @@ fn frees_on_another_thread_take_no_lock_each_and_the_next_run_is_warm() {
 }
 
 #[test]
+fn allocator_api2_frees_on_another_thread_take_no_lock_each_and_come_back() {
+    // allocator-api2's free finds the class, misses the hit (no credit)
+    // and goes straight to the cache's slow path with it: the remote stack.
+    use allocator_api2::alloc::{Allocator, Layout};
+    use core::ptr::NonNull;
+    let a = arena();
+    let n = if cfg!(miri) { 12 } else { 600 };
+    let layouts: Vec<Layout> = sizes(n)
+        .into_iter()
+        .map(|s| Layout::from_size_align(s, 16).unwrap())
+        .collect();
+    let produce = || -> Vec<(usize, Layout)> {
+        layouts
+            .iter()
+            .enumerate()
+            .map(|(k, &l)| {
+                let p = Allocator::allocate(&&a, l).unwrap().cast::<u8>();
+                // SAFETY: a fresh buffer of `l.size()` bytes.
+                unsafe { p.as_ptr().write_bytes(k as u8, l.size()) };
+                (p.as_ptr() as usize, l)
+            })
+            .collect()
+    };
+    let consume = |bufs: Vec<(usize, Layout)>| -> u64 {
+        let before = a.stats().locked_operations;
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for (k, (p, l)) in bufs.into_iter().enumerate() {
+                    // SAFETY: a live buffer of `l` from this arena, freed once.
+                    unsafe {
+                        let x = core::slice::from_raw_parts(p as *const u8, l.size());
+                        assert!(x.iter().all(|&b| b == k as u8), "buffer {k}");
+                        Allocator::deallocate(&&a, NonNull::new_unchecked(p as *mut u8), l);
+                    }
+                }
+            });
+        });
+        a.stats().locked_operations - before - 1
+    };
+    let cold = {
+        let bufs = produce();
+        let cold = a.stats().cold_allocations;
+        let locks = consume(bufs);
+        assert!(locks <= 4, "{locks} locked operations for {n} remote frees");
+        cold
+    };
+    for run in 0..if cfg!(miri) { 1 } else { 3 } {
+        let bufs = produce();
+        consume(bufs);
+        let s = a.stats();
+        assert_eq!(s.cold_allocations, cold, "run {run}: no cold allocation");
+        assert_eq!((s.live_bytes, s.live_buffers), (0, 0));
+        assert_eq!(s.frees, (n * (run + 2)) as u64);
+        assert_eq!(a.check_invariants(), Ok(()));
+    }
+}
+
+#[test]
 fn trim_reaches_buffers_freed_on_another_thread() {
     let a = arena();
     let bufs = produce(&a, &sizes(if cfg!(miri) { 6 } else { 50 }));
