@@ -729,10 +729,26 @@ pub(crate) fn free_large_hit(core: &ArenaCore, c: Class, addr: usize, block: u32
 #[cold]
 #[inline(never)]
 fn give_back_older_large(core: &ArenaCore, cache: &Cache, o: &mut Own, k: usize) {
+    locked(core, cache, o, |st, o| {
+        give_back_large(st, core, cache, o, k, false)
+    });
+}
+
+/// Runs `f` on the arena's state and this thread's cache under the lock,
+/// in the frame every locked change of a cache keeps: the cache's held
+/// bytes published first, its counters stored before the lock is let go
+/// (the arena's peak check and `stats()` read them).
+fn locked<R>(
+    core: &ArenaCore,
+    cache: &Cache,
+    o: &mut Own,
+    f: impl FnOnce(&mut ArenaState, &mut Own) -> R,
+) -> R {
     let mut st = core.lock();
     publish(&mut st, o);
-    give_back_large(&mut st, core, cache, o, k, false);
+    let r = f(&mut st, o);
     cache.store_all(o);
+    r
 }
 
 /// [`free_large_hit`] for a cache without room for the buffer: when it is
@@ -948,15 +964,14 @@ pub(crate) fn settle_large(st: &mut ArenaState, core: &ArenaCore, c: Class) {
 #[cold]
 #[inline(never)]
 fn give_back_big(core: &ArenaCore, cache: &Cache, o: &mut Own) {
-    let mut st = core.lock();
-    publish(&mut st, o);
     let first_big = class_of_classed(BUDGET_MAX) + 1 - LARGE_FIRST;
-    for k in first_big..LARGE_CLASSES {
-        if o.large[k].holds() {
-            give_back_large(&mut st, core, cache, o, k, false);
+    locked(core, cache, o, |st, o| {
+        for k in first_big..LARGE_CLASSES {
+            if o.large[k].holds() {
+                give_back_large(st, core, cache, o, k, false);
+            }
         }
-    }
-    cache.store_all(o);
+    });
 }
 
 /// The cache's side of a claim (`claim.rs`), under the arena's lock: its
@@ -1227,12 +1242,8 @@ pub(crate) fn free_slow(core: &ArenaCore, c: Class, addr: usize, block: u32) -> 
         stamp: stamp(cache),
     };
     if !o.bins[c].push(slot) {
-        let mut st = core.lock();
-        publish(&mut st, o);
         let n = o.bins[c].batch();
-        give_back(&mut st, core, o, c, n, false);
-        cache.store_all(o);
-        drop(st);
+        locked(core, cache, o, |st, o| give_back(st, core, o, c, n, false));
         let pushed = o.bins[c].push(slot);
         debug_assert!(pushed, "a flushed bin has room");
     }
