@@ -102,7 +102,7 @@ pub(crate) enum FreeHit {
     Done,
     /// A small buffer of this class, not taken by the cache's hit.
     Small(usize),
-    /// Not a small buffer of this arena, or pattern mode is on.
+    /// Not a small buffer of this arena.
     Other,
 }
 
@@ -233,9 +233,8 @@ impl ArenaCore {
     /// included ([`ArenaCore::allocate`] serves those).
     #[inline(always)]
     pub(crate) fn allocate_hit_layout(&self, layout: Layout) -> Option<Grant> {
-        if self.pattern_on {
-            return None;
-        }
+        // No pattern check: a pattern arena's epoch turns caching off, so
+        // its thread caches never hit (`epoch::epoch_flags`).
         let c = cached_class_of_layout(layout.size(), layout.align())?;
         tcache::allocate_hit(self, c)
     }
@@ -245,12 +244,11 @@ impl ArenaCore {
     /// (nothing changed) it says what the free is, so the caller's slow
     /// path does not look it up again: a small buffer of a class the cache
     /// did not take (no credit, a full bin, an epoch to honour), or
-    /// anything else, pattern mode included.
+    /// anything else.
     #[inline(always)]
     pub(crate) fn free_hit_at(&self, addr: usize) -> FreeHit {
-        if self.pattern_on {
-            return FreeHit::Other;
-        }
+        // No pattern check here either: a pattern arena's caches never hit,
+        // and its misses go to the pattern seam ([`Self::free_small_missed`]).
         match self.small_class_at(addr) {
             Some(c) if tcache::free_hit(self, c, addr, NIL) => FreeHit::Done,
             Some(c) => FreeHit::Small(c),
@@ -264,6 +262,9 @@ impl ArenaCore {
     /// this arena starts at `addr`. The caller holds a handle.
     #[inline(never)]
     pub(crate) fn free_small_missed(&self, c: usize, addr: usize) -> bool {
+        if self.pattern_on {
+            return self.free_at(addr);
+        }
         tcache::free_slow(self, c, addr, NIL) || self.free_locked_at(addr)
     }
 

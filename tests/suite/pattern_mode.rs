@@ -462,3 +462,51 @@ fn other_threads_free_planned_buffers_and_end_runs() {
     assert!(check(c.as_slice(), 9));
     drop(c);
 }
+
+#[test]
+fn allocator_api2_runs_are_learned_and_served_planned() {
+    // allocator-api2 frees by address, past the thread cache's hit (which
+    // a pattern arena never takes: its epoch turns caching off): the
+    // learning run must record every free, and the served runs must hand
+    // out and take back planned buffers only.
+    use allocator_api2::alloc::{Allocator, Layout};
+    use core::ptr::NonNull;
+    let arena = pattern_arena();
+    let ops = trace(7, 60);
+    let n = ops.iter().filter(|o| matches!(o, Op::Alloc(..))).count() as u64;
+    let run = |arena: &ExecutionArena, seed: u8| {
+        let mut live: Vec<Option<(NonNull<u8>, Layout)>> = Vec::new();
+        for op in &ops {
+            match *op {
+                Op::Alloc(size, align) => {
+                    let l = Layout::from_size_align(size, align).unwrap();
+                    let p = Allocator::allocate(&arena, l).unwrap().cast::<u8>();
+                    // SAFETY: a fresh buffer of `size` bytes.
+                    unsafe { p.as_ptr().write_bytes(seed, size) };
+                    live.push(Some((p, l)));
+                }
+                Op::Free(k) => {
+                    let (p, l) = live[k].take().unwrap();
+                    // SAFETY: a live buffer of `l` from this arena, freed once.
+                    unsafe {
+                        let x = core::slice::from_raw_parts(p.as_ptr(), l.size());
+                        assert!(x.iter().all(|&b| b == seed), "buffer {k} overwritten");
+                        Allocator::deallocate(&arena, p, l);
+                    }
+                }
+            }
+        }
+    };
+    for r in 0..5u8 {
+        arena.begin_run();
+        run(&arena, r + 1);
+    }
+    arena.begin_run();
+    let s = arena.stats();
+    assert_eq!(s.pattern_learned, 1, "{s:?}");
+    assert!(s.pattern_hits >= 3, "{s:?}");
+    assert_eq!(s.pattern_misses, 0, "{s:?}");
+    assert!(s.pattern_planned_allocations >= 3 * n, "{s:?}");
+    assert_eq!((s.live_bytes, s.live_buffers), (0, 0));
+    assert_eq!(arena.check_invariants(), Ok(()));
+}
