@@ -5,7 +5,11 @@
 //! here also over leases and the allocator API). After every operation:
 //!
 //! - live, retained, peak, leased bytes and buffer counts match the model
-//!   for each arena exactly;
+//!   for each arena exactly; a buffer freed on another thread takes an
+//!   uncertain place in the free order (the arena orders it only after the
+//!   frees its thread had seen), so once an eviction depends on where it
+//!   stands, the model checks live bytes, peak and leases (and the cap)
+//!   until the next trim, after which neither side retains anything;
 //! - no two live buffers (in either arena, or an arena already dropped)
 //!   overlap, and every buffer keeps the bytes written into it;
 //! - bad input (zero size, overflow, bad or too large alignment, a size the
@@ -18,7 +22,7 @@ use libfuzzer_sys::fuzz_target;
 use std::collections::HashMap;
 use warmarena::size_class::class_of;
 use warmarena::{
-    ArenaError, Allocation, ArenaConfig, ArenaStats, ExecutionArena, IoArena, IoLease,
+    Allocation, ArenaConfig, ArenaError, ArenaStats, ExecutionArena, IoArena, IoLease,
 };
 
 #[path = "../../tests/common/policy_model.rs"]
@@ -49,7 +53,8 @@ warmarena_fuzz::op_counts!(
         "drop_arena",
         "warm_served",
         "evicting_ops",
-        "free_on_thread"
+        "free_on_thread",
+        "inexact_checks"
     ]
 );
 const ALLOC: usize = 0;
@@ -73,6 +78,7 @@ const DROP_ARENA: usize = 17;
 const WARM_SERVED: usize = 18;
 const EVICTING: usize = 19;
 const FREE_ON_THREAD: usize = 20;
+const INEXACT_CHECKS: usize = 21;
 
 #[derive(Debug)]
 enum Op {
@@ -343,9 +349,13 @@ impl World {
                 let mut a = r.expect("a valid request is served");
                 let origin = self.origin(io);
                 let m = self.model(origin).unwrap();
+                let exact = m.exact();
                 let (held, warm) = m.alloc_any(size, align);
                 assert_eq!(a.capacity(), m.cap_of(held), "served capacity");
-                assert_eq!(a.served_warm(), warm, "warm or cold");
+                if exact {
+                    // Otherwise the model no longer knows what is retained.
+                    assert_eq!(a.served_warm(), warm, "warm or cold");
+                }
                 assert_eq!(a.as_ptr() as usize % align, 0, "alignment");
                 assert_eq!(a.len(), size);
                 if warm {
@@ -545,7 +555,8 @@ impl World {
                     COUNTS.bump(FREE_ON_THREAD);
                     let r = self.raw.swap_remove(idx as usize % self.raw.len());
                     assert!(holds(r.ptr.as_ptr(), r.layout.size(), r.byte));
-                    let (addr, layout, arena) = (r.ptr.as_ptr() as usize, r.layout, r.arena.clone());
+                    let (addr, layout, arena) =
+                        (r.ptr.as_ptr() as usize, r.layout, r.arena.clone());
                     std::thread::spawn(move || {
                         let p = NonNull::new(addr as *mut u8).unwrap();
                         // SAFETY: a live block of this allocator made with
@@ -555,7 +566,7 @@ impl World {
                     .join()
                     .unwrap();
                     if let Some(m) = self.model(r.origin) {
-                        m.free_any(r.held);
+                        m.free_elsewhere(r.held);
                     }
                 } else if !raw && !self.owned.is_empty() {
                     COUNTS.bump(FREE_ON_THREAD);
@@ -563,7 +574,7 @@ impl World {
                     assert!(holds(o.a.as_ptr(), o.a.capacity(), o.byte), "bytes changed");
                     std::thread::spawn(move || drop(o.a)).join().unwrap();
                     if let Some(m) = self.model(o.origin) {
-                        m.free_any(o.held);
+                        m.free_elsewhere(o.held);
                     }
                 }
             }
@@ -675,13 +686,18 @@ impl World {
                 } else {
                     &mut self.exec.model
                 };
+                let exact = m.exact();
                 let expect = m.trim();
                 let got = if io {
                     self.io.arena.trim()
                 } else {
                     self.exec.arena.trim()
                 };
-                assert_eq!(got, expect, "trimmed bytes");
+                if exact {
+                    // Otherwise the model did not know what was retained;
+                    // after the trim neither side retains anything.
+                    assert_eq!(got, expect, "trimmed bytes");
+                }
             }
             Op::SetCap { io, cap } => {
                 COUNTS.bump(SET_CAP);
@@ -717,6 +733,9 @@ impl World {
     }
 
     fn check(&self) {
+        if !self.exec.model.exact() || !self.io.model.exact() {
+            COUNTS.bump(INEXACT_CHECKS);
+        }
         self.exec.model.check(&self.exec.arena.stats(), "execution");
         self.io.model.check(&self.io.arena.stats(), "io");
         // No two live buffers overlap, across arenas and epochs.
