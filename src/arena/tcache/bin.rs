@@ -175,13 +175,8 @@ impl Bin {
     /// free's hit: one bound, one store of the entry, one of the length.
     #[inline(always)]
     pub(crate) fn push_freed(&mut self, s: Slot) -> bool {
-        if self.len >= self.room {
-            return false;
-        }
-        // `len < room <= limit <= BIN_SLOTS`: the masked index is `len`.
-        self.slots[slot_index(self.len)] = s;
-        self.len += 1;
-        true
+        // `room <= limit`: the entry fits.
+        self.len < self.room && self.put_on_top(s)
     }
 
     /// Adds `s` as the newest entry without using a credit (a refill, or
@@ -192,10 +187,18 @@ impl Bin {
         if self.len >= self.limit {
             return false;
         }
+        self.put_on_top(s);
+        self.set_reach(self.reach.saturating_add(1));
+        true
+    }
+
+    /// Puts `s` on top; the caller checked `len < limit` (`true`, for
+    /// chaining into a bound check).
+    #[inline(always)]
+    fn put_on_top(&mut self, s: Slot) -> bool {
         // `len < limit <= BIN_SLOTS`: the masked index is `len` itself.
         self.slots[slot_index(self.len)] = s;
         self.len += 1;
-        self.set_reach(self.reach.saturating_add(1));
         true
     }
 

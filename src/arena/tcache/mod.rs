@@ -1549,8 +1549,10 @@ impl ArenaState {
         t
     }
 
-    /// Restarts the caches' peak tracking (a racing hit may still store
-    /// its own candidate afterwards).
+    /// Restarts the caches' peak tracking: each cache's peak to 0 and its
+    /// floor to the maximum, so its next hand-out checks again. A racing
+    /// hit may still store its own candidate (or a floor computed from the
+    /// old peak, until that thread's next unlock) afterwards.
     pub(crate) fn reset_cache_peaks(&mut self) {
         self.peak_absorbed = 0;
         for p in self.caches.iter() {
