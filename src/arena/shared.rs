@@ -220,12 +220,17 @@ impl ArenaCore {
     /// handle's `allocate` builds its result straight from this: a grant
     /// merged with the out-of-line paths' results went through the stack
     /// twice (stored, reloaded, checked, stored again as the handle).
+    ///
+    /// With the grant: the small class whose bin served it, or `u8::MAX`
+    /// for a planned buffer (the handle keeps it for its drop).
     #[inline(always)]
-    pub(crate) fn allocate_hit(&self, size: usize, align: usize) -> Option<Grant> {
+    pub(crate) fn allocate_hit(&self, size: usize, align: usize) -> Option<(Grant, u8)> {
         if self.pattern_on {
-            return self.allocate_planned_hit(size, align);
+            return self.allocate_planned_hit(size, align).map(|g| (g, u8::MAX));
         }
-        tcache::allocate_hit(self, cached_class(size, align)?)
+        let c = cached_class(size, align)?;
+        // Small classes are fewer than `u8::MAX` (`tcache::SMALL_CLASSES`).
+        tcache::allocate_hit(self, c).map(|g| (g, c as u8))
     }
 
     /// allocator-api2's hit: a small buffer for `layout` from this thread's
@@ -292,6 +297,13 @@ impl ArenaCore {
     #[inline(always)]
     pub(crate) fn free_cached(&self, class: usize, addr: usize) -> bool {
         tcache::free_hit(self, class, addr, NIL)
+    }
+
+    /// [`ArenaCore::free_cached`] for a handle that knows its block: the
+    /// handle's drop hit, for a buffer a bin of small class `class` served.
+    #[inline(always)]
+    pub(crate) fn free_cached_block(&self, class: usize, addr: usize, block: u32) -> bool {
+        tcache::free_hit(self, class, addr, block)
     }
 
     /// A request of large class `c` this thread's slot could not serve

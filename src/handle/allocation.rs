@@ -30,8 +30,16 @@ pub struct Allocation {
     block: u32,
     warm: bool,
     fresh: bool,
+    /// The small class whose thread-cache bin served it ([`NO_CLASS`]: any
+    /// other way): its drop tries that bin directly, with no class to
+    /// derive from the capacity and no pattern check (a pattern arena's
+    /// caches never hit). Kept in what was padding.
+    class: u8,
     core: NonNull<ArenaCore>,
 }
+
+/// [`Allocation::class`] of a buffer not served by a thread cache's hit.
+const NO_CLASS: u8 = u8::MAX;
 
 // SAFETY: an Allocation is the unique owner of its bytes (like a Vec<u8>), and
 // its arena body is reached only through its lock and atomics.
@@ -41,6 +49,13 @@ unsafe impl Sync for Allocation {}
 
 impl Allocation {
     pub(crate) fn from_grant(g: Grant, len: usize, core: NonNull<ArenaCore>) -> Self {
+        Self::from_grant_of_class(g, NO_CLASS, len, core)
+    }
+
+    /// [`Allocation::from_grant`] for a grant a thread cache's bin of small
+    /// class `class` served (or [`NO_CLASS`]).
+    #[inline(always)]
+    fn from_grant_of_class(g: Grant, class: u8, len: usize, core: NonNull<ArenaCore>) -> Self {
         Allocation {
             ptr: g.ptr,
             len,
@@ -48,6 +63,7 @@ impl Allocation {
             block: g.block,
             warm: g.warm,
             fresh: g.fresh,
+            class,
             core,
         }
     }
@@ -159,6 +175,13 @@ impl Allocation {
 impl Drop for Allocation {
     #[inline]
     fn drop(&mut self) {
+        if self.class != NO_CLASS {
+            // SAFETY: the body is alive while this buffer is live.
+            let core = unsafe { self.core.as_ref() };
+            if core.free_cached_block(self.class as usize, self.ptr.as_ptr() as usize, self.block) {
+                return;
+            }
+        }
         // SAFETY: the body is alive while this buffer is live; it is not
         // used after this call.
         let returned = unsafe {
@@ -196,8 +219,13 @@ macro_rules! allocate_for {
             /// ```
             #[inline(always)]
             pub fn allocate(&self, size: usize, align: usize) -> Result<Allocation, ArenaError> {
-                if let Some(g) = self.core.allocate_hit(size, align) {
-                    return Ok(Allocation::from_grant(g, size, self.core.ptr()));
+                if let Some((g, class)) = self.core.allocate_hit(size, align) {
+                    return Ok(Allocation::from_grant_of_class(
+                        g,
+                        class,
+                        size,
+                        self.core.ptr(),
+                    ));
                 }
                 let g = self.core.allocate(size, align)?;
                 Ok(Allocation::from_grant(g, size, self.core.ptr()))

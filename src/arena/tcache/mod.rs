@@ -76,6 +76,8 @@ use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 /// The classes a thread caches: every class whose capacity is below
 /// [`CARVE_LIMIT`] (the run-carved ones).
 pub(crate) const SMALL_CLASSES: usize = class_of_classed(CARVE_LIMIT);
+// A handle keeps its small class in a byte (`u8::MAX`: none).
+const _: () = assert!(SMALL_CLASSES < u8::MAX as usize);
 
 /// Arenas one thread caches for at once; a thread using more arenas serves
 /// the extra ones through the shared path.

@@ -32,6 +32,35 @@ fn warm_small_pairs_hit_the_cache_and_count_exactly() {
 }
 
 #[test]
+fn a_handle_keeps_its_bins_class_in_its_padding_and_its_drop_hits_the_bin() {
+    assert_eq!(core::mem::size_of::<crate::Allocation>(), 40);
+    // Served by a hit (the class kept), by the shared path (none kept), and
+    // dropped on another thread (no credit there): every way back counts.
+    let a = arena();
+    let cold = a.allocate(100, 8).unwrap();
+    drop(cold);
+    let before = a.stats();
+    for _ in 0..100 {
+        let x = a.allocate(100, 8).unwrap();
+        assert!(x.served_warm());
+        drop(x);
+    }
+    let s = a.stats();
+    assert_eq!(
+        s.locked_operations,
+        before.locked_operations + 1,
+        "stats() only"
+    );
+    assert_eq!(s.frees, before.frees + 100);
+    let x = a.allocate(100, 8).unwrap();
+    std::thread::spawn(move || drop(x)).join().unwrap();
+    let s = a.stats();
+    assert_eq!((s.live_bytes, s.live_buffers), (0, 0));
+    assert_eq!(s.frees, before.frees + 101);
+    assert_eq!(a.check_invariants(), Ok(()));
+}
+
+#[test]
 fn the_peak_stays_exact_when_locked_operations_come_between_cached_ones() {
     // A cache reads the arena's live bytes from its own view, which this
     // thread's unlocks keep current while the cache is the thread's
