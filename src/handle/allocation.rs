@@ -182,6 +182,15 @@ impl Drop for Allocation {
                 return;
             }
         }
+        self.free_past_bin();
+    }
+}
+
+impl Allocation {
+    /// The drop past its bin's hit: out of line, so the drop inlined into
+    /// its callers is the hit alone.
+    #[inline(never)]
+    fn free_past_bin(&mut self) {
         // SAFETY: the body is alive while this buffer is live; it is not
         // used after this call.
         let returned = unsafe {
