@@ -480,33 +480,30 @@ impl ArenaCore {
         unsafe { Self::locked_last_out(this, |st, core| st.free(block, addr, &core.os)) }
     }
 
-    /// [`ArenaCore::free`] for a buffer of capacity `cap`: a small one goes
-    /// into this thread's cache when it can.
+    /// [`ArenaCore::free`] for a buffer of capacity `cap` whose small
+    /// class's bin was tried already (a handle's drop) or that has none:
+    /// the pattern check, then the out-of-line rest.
     ///
     /// # Safety
     /// As for [`ArenaCore::free`].
     #[inline(always)]
-    pub(crate) unsafe fn free_sized(
+    pub(crate) unsafe fn free_past_cache(
         this: NonNull<ArenaCore>,
         block: u32,
         addr: usize,
         cap: usize,
     ) -> bool {
         // SAFETY: the caller guarantees `this` is live for this call.
-        let core = unsafe { this.as_ref() };
-        if core.pattern_on {
+        if unsafe { this.as_ref() }.pattern_on {
             // SAFETY: forwarded from the caller.
             return unsafe { Self::free_patterned(this, Some(block), addr) };
         }
-        if cap < CARVE_LIMIT && tcache::free_hit(core, class_of_classed(cap), addr, block) {
-            return true;
-        }
-        // SAFETY: forwarded contract.
+        // SAFETY: forwarded contract; not in pattern mode.
         unsafe { Self::free_sized_slow(this, block, addr, cap) }
     }
 
-    /// [`ArenaCore::free_sized`] past this thread's cache: out of line, so
-    /// the hit inlined into its callers stays small.
+    /// [`ArenaCore::free_past_cache`] past the pattern check: out of line,
+    /// so the hit inlined into its callers stays small.
     ///
     /// # Safety
     /// As for [`ArenaCore::free`]; the arena is not in pattern mode.

@@ -2,7 +2,9 @@
 
 use crate::arena::shared::ArenaCore;
 use crate::arena::state::Grant;
+use crate::arena::CARVE_LIMIT;
 use crate::arena::{ArenaError, ArenaKind};
+use crate::size_class::class_of_classed;
 use core::ptr::NonNull;
 
 /// A buffer from an arena, owned by exactly one value.
@@ -30,15 +32,16 @@ pub struct Allocation {
     block: u32,
     warm: bool,
     fresh: bool,
-    /// The small class whose thread-cache bin served it ([`NO_CLASS`]: any
-    /// other way): its drop tries that bin directly, with no class to
-    /// derive from the capacity and no pattern check (a pattern arena's
-    /// caches never hit). Kept in what was padding.
+    /// The small class of its capacity ([`NO_CLASS`] for 64 KiB and up),
+    /// kept from the allocation (a hit has it at hand): its drop tries that
+    /// class's bin directly, with no class to derive from the capacity and
+    /// no pattern check (a pattern arena's caches never hit). Kept in what
+    /// was padding.
     class: u8,
     core: NonNull<ArenaCore>,
 }
 
-/// [`Allocation::class`] of a buffer not served by a thread cache's hit.
+/// [`Allocation::class`] of a buffer of no small class.
 const NO_CLASS: u8 = u8::MAX;
 
 // SAFETY: an Allocation is the unique owner of its bytes (like a Vec<u8>), and
@@ -48,8 +51,16 @@ unsafe impl Send for Allocation {}
 unsafe impl Sync for Allocation {}
 
 impl Allocation {
+    #[inline(always)]
     pub(crate) fn from_grant(g: Grant, len: usize, core: NonNull<ArenaCore>) -> Self {
-        Self::from_grant_of_class(g, NO_CLASS, len, core)
+        // A small buffer's class is its capacity's (capacities are exact);
+        // its drop then tries the bin of that class first, as for a hit.
+        let class = if g.cap < CARVE_LIMIT {
+            class_of_classed(g.cap) as u8
+        } else {
+            NO_CLASS
+        };
+        Self::from_grant_of_class(g, class, len, core)
     }
 
     /// [`Allocation::from_grant`] for a grant a thread cache's bin of small
@@ -182,19 +193,10 @@ impl Drop for Allocation {
                 return;
             }
         }
-        self.free_past_bin();
-    }
-}
-
-impl Allocation {
-    /// The drop past its bin's hit: out of line, so the drop inlined into
-    /// its callers is the hit alone.
-    #[inline(never)]
-    fn free_past_bin(&mut self) {
         // SAFETY: the body is alive while this buffer is live; it is not
         // used after this call.
         let returned = unsafe {
-            ArenaCore::free_sized(self.core, self.block, self.ptr.as_ptr() as usize, self.cap)
+            ArenaCore::free_past_cache(self.core, self.block, self.ptr.as_ptr() as usize, self.cap)
         };
         debug_assert!(returned, "a live allocation's block was not live");
     }

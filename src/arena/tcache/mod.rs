@@ -426,9 +426,7 @@ fn take(cache: &Cache, o: &mut Own, s: Slot, c: Class) -> Grant {
     };
     o.held -= one;
     cache.store_counters(o);
-    if o.held < cache.view.floor.load(Relaxed) {
-        note_peak(cache, o);
-    }
+    check_peak(cache, o);
     Grant {
         // SAFETY: cached addresses are buffers the arena carved: never null.
         ptr: unsafe { NonNull::new_unchecked(s.addr as *mut u8) },
@@ -439,8 +437,17 @@ fn take(cache: &Cache, o: &mut Own, s: Slot, c: Class) -> Grant {
     }
 }
 
-/// A buffer left this cache for its user: the live bytes as the peak, if
-/// higher, and the view's floor for the next hits.
+/// A buffer left this cache for its user: when its held word fell below
+/// the view's floor, the live bytes may be a new peak ([`note_peak`]).
+#[inline(always)]
+fn check_peak(cache: &Cache, o: &Own) {
+    if o.held < cache.view.floor.load(Relaxed) {
+        note_peak(cache, o);
+    }
+}
+
+/// The live bytes as the peak, if higher, and the view's floor for the
+/// next hits.
 #[inline(always)]
 fn note_peak(cache: &Cache, o: &Own) {
     // Live bytes now: the arena's (less what caches published) less what
@@ -494,7 +501,7 @@ pub(crate) fn allocate_large_hit(core: &ArenaCore, c: Class, size: usize) -> Opt
     *o.slot_bytes(cap) -= cap;
     o.held -= Held::one(cap);
     cache.store_counters(o);
-    note_peak(cache, o);
+    check_peak(cache, o);
     Some(Grant {
         // SAFETY: held addresses are buffers the arena carved: never null.
         ptr: unsafe { NonNull::new_unchecked(p.addr as *mut u8) },
@@ -587,7 +594,7 @@ pub(crate) fn allocate_heap_hit(core: &ArenaCore, eff: usize) -> Option<Grant> {
     o.heap.taken();
     o.held -= Held::one(len);
     cache.store_counters(o);
-    note_peak(cache, o);
+    check_peak(cache, o);
     Some(Grant {
         // SAFETY: lent addresses are pieces the heap carved: never null.
         ptr: unsafe { NonNull::new_unchecked(p.addr as *mut u8) },
