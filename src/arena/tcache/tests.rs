@@ -12,6 +12,9 @@ fn arena() -> ExecutionArena {
 
 #[test]
 fn warm_small_pairs_hit_the_cache_and_count_exactly() {
+    // A handle keeps its small class in what was padding, and its drop
+    // tries that class's bin first.
+    assert_eq!(core::mem::size_of::<crate::Allocation>(), 40);
     let a = arena();
     drop(a.allocate(100, 8).unwrap());
     let before = a.stats();
@@ -28,35 +31,13 @@ fn warm_small_pairs_hit_the_cache_and_count_exactly() {
     assert_eq!((s.retained_bytes, s.retained_buffers), (112, 1));
     assert_eq!(s.os, before.os, "no system call while warm");
     assert_eq!(s.peak_live_bytes, 112);
-    assert_eq!(a.check_invariants(), Ok(()));
-}
-
-#[test]
-fn a_handle_keeps_its_bins_class_in_its_padding_and_its_drop_hits_the_bin() {
-    assert_eq!(core::mem::size_of::<crate::Allocation>(), 40);
-    // Served by a hit (the class kept), by the shared path (none kept), and
-    // dropped on another thread (no credit there): every way back counts.
-    let a = arena();
-    let cold = a.allocate(100, 8).unwrap();
-    drop(cold);
-    let before = a.stats();
-    for _ in 0..100 {
-        let x = a.allocate(100, 8).unwrap();
-        assert!(x.served_warm());
-        drop(x);
-    }
-    let s = a.stats();
-    assert_eq!(
-        s.locked_operations,
-        before.locked_operations + 1,
-        "stats() only"
-    );
-    assert_eq!(s.frees, before.frees + 100);
+    // The one locked operation is `stats()` itself.
+    assert_eq!(s.locked_operations, before.locked_operations + 1);
+    // Dropped on another thread (no credit there): it still comes back.
     let x = a.allocate(100, 8).unwrap();
     std::thread::spawn(move || drop(x)).join().unwrap();
     let s = a.stats();
-    assert_eq!((s.live_bytes, s.live_buffers), (0, 0));
-    assert_eq!(s.frees, before.frees + 101);
+    assert_eq!((s.live_bytes, s.live_buffers, s.frees), (0, 0, 1002));
     assert_eq!(a.check_invariants(), Ok(()));
 }
 
