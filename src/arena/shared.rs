@@ -221,15 +221,18 @@ impl ArenaCore {
     /// merged with the out-of-line paths' results went through the stack
     /// twice (stored, reloaded, checked, stored again as the handle).
     ///
-    /// With the grant: the small class whose bin served it, or `u8::MAX`
-    /// for a planned buffer (the handle keeps it for its drop).
+    /// With the grant: the small class whose bin served it, or
+    /// [`tcache::NO_CLASS`] for a planned buffer (the handle keeps it for
+    /// its drop).
     #[inline(always)]
     pub(crate) fn allocate_hit(&self, size: usize, align: usize) -> Option<(Grant, u8)> {
         if self.pattern_on {
-            return self.allocate_planned_hit(size, align).map(|g| (g, u8::MAX));
+            return self
+                .allocate_planned_hit(size, align)
+                .map(|g| (g, tcache::NO_CLASS));
         }
         let c = cached_class(size, align)?;
-        // Small classes are fewer than `u8::MAX` (`tcache::SMALL_CLASSES`).
+        // Small classes are fewer than `NO_CLASS` (asserted beside it).
         tcache::allocate_hit(self, c).map(|g| (g, c as u8))
     }
 

@@ -2,6 +2,7 @@
 
 use crate::arena::shared::ArenaCore;
 use crate::arena::state::Grant;
+use crate::arena::tcache::NO_CLASS;
 use crate::arena::CARVE_LIMIT;
 use crate::arena::{ArenaError, ArenaKind};
 use crate::size_class::class_of_classed;
@@ -40,9 +41,6 @@ pub struct Allocation {
     class: u8,
     core: NonNull<ArenaCore>,
 }
-
-/// [`Allocation::class`] of a buffer of no small class.
-const NO_CLASS: u8 = u8::MAX;
 
 // SAFETY: an Allocation is the unique owner of its bytes (like a Vec<u8>), and
 // its arena body is reached only through its lock and atomics.

@@ -76,8 +76,10 @@ use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 /// The classes a thread caches: every class whose capacity is below
 /// [`CARVE_LIMIT`] (the run-carved ones).
 pub(crate) const SMALL_CLASSES: usize = class_of_classed(CARVE_LIMIT);
-// A handle keeps its small class in a byte (`u8::MAX`: none).
-const _: () = assert!(SMALL_CLASSES < u8::MAX as usize);
+/// A handle's small class as it keeps it in a byte, for a buffer of no
+/// small class (64 KiB and up, or planned).
+pub(crate) const NO_CLASS: u8 = u8::MAX;
+const _: () = assert!(SMALL_CLASSES < NO_CLASS as usize);
 
 /// Arenas one thread caches for at once; a thread using more arenas serves
 /// the extra ones through the shared path.
@@ -918,12 +920,12 @@ fn find_ready_cache(core: &ArenaCore) -> Option<&Cache> {
         return None;
     }
     if e != o.seen {
-        let mut st = core.lock();
-        // Re-read under the lock: the epoch only moves under it.
-        let due = epoch::due(o.seen, core.epoch.load(Relaxed), st.trim_epoch);
-        publish(&mut st, o);
-        flush(&mut st, core, cache, o, usize::MAX, due.release);
-        cache.store_all(o);
+        let due = locked(core, cache, o, |st, o| {
+            // Re-read under the lock: the epoch only moves under it.
+            let due = epoch::due(o.seen, core.epoch.load(Relaxed), st.trim_epoch);
+            flush(st, core, cache, o, usize::MAX, due.release);
+            due
+        });
         if !due.caching {
             // Caching is off: serve directly (the flush above emptied the
             // cache; the buffer the caller holds keeps the arena alive).
@@ -1179,17 +1181,30 @@ fn allocate_slow(core: &ArenaCore, c: Class) -> Option<Grant> {
     if let Some(s) = o.bins[c].pop() {
         return Some(take(cache, o, s, c));
     }
-    let mut st = core.lock();
-    publish(&mut st, o);
     // Refill with the class's own retained buffers, newest first: held by
     // the cache as they become live to the arena (one store of the
     // counters for the batch, before the lock is let go).
+    locked(core, cache, o, |st, o| refill(st, o, c));
+    // Nothing of the class itself: the shared path serves it (a new buffer
+    // of the class). Only the request's own class is reused, in the cache
+    // as in the arena (`reuse.rs`), so that a repeated workload holds the
+    // same buffers per class in every run and no warm run goes cold.
+    let Some(s) = o.bins[c].pop() else {
+        // The shared path serves this thread now: its free may be cached.
+        o.bins[c].note_handed_out();
+        return None;
+    };
+    Some(take(cache, o, s, c))
+}
+
+/// Under the lock: half a bin of class `c`'s retained buffers into its
+/// bin, the most recently freed first, from the depot (no block record to
+/// touch; they are in `cached_bytes` already) or the class's free list, so
+/// that the cache hands out what the arena would: its newest.
+fn refill(st: &mut ArenaState, o: &mut Own, c: Class) {
     let cap = capacity(c);
     let batch = o.bins[c].batch();
     let bin = &mut o.bins[c];
-    // The most recently freed first, from the depot (no block record to
-    // touch; they are in `cached_bytes` already) or the class's free list,
-    // so that the cache hands out what the arena would: its newest.
     let mut got = 0;
     while got < batch {
         let took = match (st.depot.newest_stamp(c), st.list_newest_stamp(c)) {
@@ -1218,18 +1233,6 @@ fn allocate_slow(core: &ArenaCore, c: Class) -> Option<Grant> {
     bin.sort_by_stamp();
     o.held += Held::one(cap) * got as u64;
     o.published += got * cap;
-    cache.store_all(o);
-    drop(st);
-    // Nothing of the class itself: the shared path serves it (a new buffer
-    // of the class). Only the request's own class is reused, in the cache
-    // as in the arena (`reuse.rs`), so that a repeated workload holds the
-    // same buffers per class in every run and no warm run goes cold.
-    let Some(s) = o.bins[c].pop() else {
-        // The shared path serves this thread now: its free may be cached.
-        o.bins[c].note_handed_out();
-        return None;
-    };
-    Some(take(cache, o, s, c))
 }
 
 /// [`free`] past the hit: the cache made ready (or refused), a full bin
