@@ -49,6 +49,7 @@ mod large;
 #[cfg(all(test, not(loom)))]
 mod large_tests;
 mod link;
+mod make;
 pub(crate) mod remote;
 #[cfg(all(test, not(loom)))]
 mod remote_tests;
@@ -245,38 +246,6 @@ unsafe impl Sync for Cache {}
 unsafe impl Send for Cache {}
 
 impl Cache {
-    /// A cache for `core`, whose original body pointer (`ArenaState::owner`,
-    /// from `Box::into_raw`: the provenance a destroy needs) is `body`.
-    fn new(core: &ArenaCore, body: *const ArenaCore) -> Box<Cache> {
-        let _m = metadata::enter();
-        let mut bins = [const { Bin::new(MIN_CAPACITY) }; SMALL_CLASSES];
-        for (c, b) in bins.iter_mut().enumerate() {
-            *b = Bin::new(capacity(c));
-        }
-        Box::new(Cache {
-            core: body,
-            id: core.id,
-            link: Link::new(),
-            counters: Counters::default(),
-            view: View {
-                floor: AtomicU64::new(u64::MAX),
-                ..View::default()
-            },
-            own: UnsafeCell::new(Own {
-                seen: u64::MAX,
-                off_seen: u64::MAX,
-                published: 0,
-                held: 0,
-                frees: 0,
-                bins,
-                large: [Large::default(); LARGE_CLASSES],
-                large_bytes: 0,
-                big_bytes: 0,
-                heap: HeapSlot::default(),
-            }),
-        })
-    }
-
     /// # Safety
     /// Only the cache's thread may call this, and not while another borrow
     /// from it is alive.
@@ -1334,7 +1303,7 @@ fn find_or_make(f: &Front, core: &ArenaCore) -> Option<*mut Cache> {
     let cache;
     {
         let mut st = core.lock();
-        cache = Box::into_raw(Cache::new(core, st.owner.0.cast_const().cast()));
+        cache = Box::into_raw(Cache::new(core, st.owner.0.cast_const().cast())?);
         st.sweep_caches();
         if st.caches.try_reserve(1).is_err() {
             drop(st);
