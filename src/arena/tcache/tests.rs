@@ -443,6 +443,38 @@ fn flushed_buffers_wait_in_the_depot_and_count_as_retained() {
 }
 
 #[test]
+fn a_thread_caches_for_dozens_of_arenas_at_once() {
+    // A serving thread that runs the sessions of many models, each with its
+    // own arena, in turn: after one round, no operation takes a lock.
+    let arenas: Vec<_> = (0..super::SLOTS.min(32)).map(|_| arena()).collect();
+    let round = || {
+        for a in &arenas {
+            let v: Vec<_> = (0..8).map(|_| a.allocate(256, 8).unwrap()).collect();
+            drop(v);
+        }
+    };
+    round();
+    let locked = |arenas: &[ExecutionArena]| -> u64 {
+        arenas.iter().map(|a| a.stats().locked_operations).sum()
+    };
+    let before = locked(&arenas);
+    for _ in 0..3 {
+        round();
+    }
+    // Each `stats()` read is one locked operation of its own.
+    let reads = arenas.len() as u64;
+    assert_eq!(
+        locked(&arenas),
+        before + reads,
+        "every arena served from a cache"
+    );
+    for a in &arenas {
+        assert_eq!(a.stats().live_buffers, 0);
+        assert_eq!(a.check_invariants(), Ok(()));
+    }
+}
+
+#[test]
 fn a_request_without_a_cache_is_served_from_the_depot() {
     let a = arena();
     let n = if cfg!(miri) { 40 } else { 300 };
