@@ -20,7 +20,7 @@ use std::collections::HashMap;
 /// Where one run's slots are: its number in the arena's run list, its
 /// first slot in [`RunIndex::slots`], its base and capacity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct RunEntry {
+pub(crate) struct RunEntry {
     run: u32,
     base: usize,
     cap: usize,
@@ -132,6 +132,19 @@ impl RunIndex {
     #[inline]
     pub(crate) fn block_at(&self, addr: usize) -> Option<u32> {
         self.lookup(addr).flatten()
+    }
+
+    /// [`RunIndex::block_at`], trying `near` (the run of an earlier
+    /// lookup, which this one updates) before the map: consecutive lookups
+    /// in one run skip the hash probe.
+    #[inline]
+    pub(crate) fn block_at_near(&self, addr: usize, near: &mut Option<RunEntry>) -> Option<u32> {
+        let e: &RunEntry = match near {
+            Some(e) if addr.wrapping_sub(e.base) < RUN_LEN => e,
+            _ => near.insert(*self.at.get(&(addr / RUN_LEN))?),
+        };
+        let s = Self::slot_in(e, addr)?;
+        self.slots.get(s).copied().filter(|&i| i != NIL)
     }
 
     /// The runs indexed: (run number, base, capacity) each, then the

@@ -1103,10 +1103,13 @@ fn give_back(st: &mut ArenaState, core: &ArenaCore, o: &mut Own, c: Class, n: us
 /// arena freed into the free lists instead (none while the room holds).
 fn keep_in_depot(st: &mut ArenaState, o: &mut Own, c: Class, n: usize) -> (usize, usize) {
     let (mut moved, mut freed) = (0usize, 0usize);
+    // A bin's buffers mostly share a few runs: the last run found is tried
+    // first, before the run index's map.
+    let mut near = None;
     o.bins[c].drain_oldest(n, |s| {
         moved += 1;
         let block = if s.block == NIL {
-            st.run_index.block_at(s.addr).unwrap_or(NIL)
+            st.run_index.block_at_near(s.addr, &mut near).unwrap_or(NIL)
         } else {
             s.block
         };
@@ -1181,7 +1184,18 @@ fn refill(st: &mut ArenaState, o: &mut Own, c: Class) {
     let bin = &mut o.bins[c];
     let mut got = 0;
     while got < batch {
-        let took = match (st.depot.newest_stamp(c), st.list_newest_stamp(c)) {
+        // The depot's newest buffers that are newer than the free list's
+        // newest, in one move (the free list does not change meanwhile).
+        let l = st.list_newest_stamp(c);
+        let moved = st.depot.take_newest(c, batch - got, l, |s| {
+            let pushed = bin.push(s);
+            debug_assert!(pushed, "an empty bin holds a batch");
+        });
+        got += moved;
+        if got == batch {
+            break;
+        }
+        let took = match (st.depot.newest_stamp(c), l) {
             (Some(d), l) if l.map_or(true, |l| d >= l) => match st.depot.pop(c) {
                 Some(s) => {
                     let pushed = bin.push(s);
