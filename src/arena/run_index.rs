@@ -215,6 +215,24 @@ mod tests {
                 (4, BASE + RUN_LEN, 16, RUN_LEN / 16)
             ]
         );
+        // The memoized lookup answers as the map does, across runs and
+        // outside them, whichever run it tried first.
+        let probes = [
+            BASE + 48 * 5,
+            BASE + RUN_LEN,
+            BASE,
+            BASE + 48 * 5 + 16,
+            BASE - 48,
+            BASE + 3 * RUN_LEN,
+            BASE + RUN_LEN - 1,
+            BASE + 48 * 5,
+        ];
+        let mut near = None;
+        for _ in 0..2 {
+            for &a in &probes {
+                assert_eq!(x.block_at_near(a, &mut near), x.block_at(a), "at {a:#x}");
+            }
+        }
         x.clear();
         assert_eq!(x.block_at(BASE + 48 * 5), None);
     }
