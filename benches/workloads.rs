@@ -1,0 +1,257 @@
+//! Shapes of use that pair and thread benches do not cover, each against
+//! mimalloc and the system allocator doing the same in the same process:
+//!
+//! - `short-lived threads`: rounds of 4 threads that each make 200 mixed
+//!   small allocations and free them, then exit (a thread's first use of
+//!   an arena makes its cache; its exit gives it back);
+//! - `32 arenas in turn`: one thread runs 8 live 256 B buffers on each of
+//!   32 arenas in turn (a serving thread running many models' sessions);
+//!   the peers run the same operations on their one heap;
+//! - `500k live 32 B`: half a million small buffers allocated, then all
+//!   freed (more than any thread cache holds: the depot and the lists);
+//! - `1-100 KiB random, 500 live`: random sizes across the small classes
+//!   and the execution heap, random frees;
+//! - `Vec growth`: allocator-api2 `Vec<u64>` pushed to a million elements.
+//!
+//! `cargo bench --bench workloads`. Each figure is the fastest of several
+//! interleaved rounds (interference only adds time), in ns per allocation
+//! or free; the arena's locked operations per 100 operations follow.
+
+use allocator_api2::alloc::{AllocError, Allocator, Global, Layout};
+use allocator_api2::vec::Vec as AVec;
+use std::hint::black_box;
+use std::ptr::NonNull;
+use std::time::Instant;
+use warmarena::ExecutionArena;
+
+const ROUNDS: usize = 7;
+
+#[derive(Clone, Copy)]
+struct Mi;
+// SAFETY: forwards to mimalloc's GlobalAlloc, whose contract matches.
+unsafe impl Allocator for Mi {
+    fn allocate(&self, l: Layout) -> Result<NonNull<[u8]>, AllocError> {
+        use std::alloc::GlobalAlloc;
+        // SAFETY: every layout here has a non-zero size.
+        let p = unsafe { mimalloc::MiMalloc.alloc(l) };
+        NonNull::new(p)
+            .map(|p| NonNull::slice_from_raw_parts(p, l.size()))
+            .ok_or(AllocError)
+    }
+    unsafe fn deallocate(&self, p: NonNull<u8>, l: Layout) {
+        use std::alloc::GlobalAlloc;
+        // SAFETY: forwarded contract.
+        unsafe { mimalloc::MiMalloc.dealloc(p.as_ptr(), l) }
+    }
+    unsafe fn grow(
+        &self,
+        p: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+    ) -> Result<NonNull<[u8]>, AllocError> {
+        use std::alloc::GlobalAlloc;
+        // SAFETY: forwarded contract (same alignment, larger size).
+        let q = unsafe { mimalloc::MiMalloc.realloc(p.as_ptr(), old, new.size()) };
+        NonNull::new(q)
+            .map(|q| NonNull::slice_from_raw_parts(q, new.size()))
+            .ok_or(AllocError)
+    }
+}
+
+fn xorshift(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
+/// Allocates `l` from `a`, writes its first byte.
+fn take<A: Allocator>(a: &A, l: Layout) -> NonNull<u8> {
+    let p = a.allocate(l).expect("allocation").cast::<u8>();
+    // SAFETY: `p` holds `l.size() >= 1` bytes.
+    unsafe { p.as_ptr().write_volatile(1) };
+    p
+}
+
+/// Frees `p`, allocated from `a` with `l`.
+fn give<A: Allocator>(a: &A, p: NonNull<u8>, l: Layout) {
+    // SAFETY: the callers free each buffer once, with its layout.
+    unsafe { a.deallocate(p, l) }
+}
+
+/// 25 rounds of 4 threads making and freeing 200 buffers of 64 B-1 KiB.
+fn short_lived_threads<A: Allocator + Sync>(a: &A) -> usize {
+    for r in 0..25u64 {
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                s.spawn(move || {
+                    let mut x = r * 31 + t + 1;
+                    let v: Vec<_> = (0..200)
+                        .map(|_| {
+                            let l = Layout::from_size_align(64 + xorshift(&mut x) as usize % 960, 16)
+                                .unwrap();
+                            (take(a, l), l)
+                        })
+                        .collect();
+                    for (p, l) in v {
+                        give(a, p, l);
+                    }
+                });
+            }
+        });
+    }
+    25 * 4 * 200 * 2
+}
+
+/// 8 live 256 B buffers on each allocator of `all` in turn, 500 turns.
+fn arenas_in_turn<A: Allocator>(all: &[A]) -> usize {
+    let l = Layout::from_size_align(256, 16).unwrap();
+    for r in 0..500 {
+        let a = &all[r % all.len()];
+        for _ in 0..4 {
+            let v: [NonNull<u8>; 8] = core::array::from_fn(|_| take(a, l));
+            for p in v {
+                give(a, p, l);
+            }
+        }
+    }
+    500 * 4 * 8 * 2
+}
+
+/// 500 000 live 32 B buffers, then all freed.
+fn many_live_small<A: Allocator>(a: &A) -> usize {
+    let l = Layout::from_size_align(32, 8).unwrap();
+    let v: Vec<_> = (0..500_000).map(|_| take(a, l)).collect();
+    for p in v {
+        give(a, p, l);
+    }
+    1_000_000
+}
+
+/// 100 000 random sizes of 1-100 KiB, 500 live, freed at random.
+fn random_mid_sizes<A: Allocator>(a: &A) -> usize {
+    let mut x = 12345u64;
+    let mut live: Vec<(NonNull<u8>, Layout)> = Vec::with_capacity(501);
+    for _ in 0..100_000 {
+        let r = xorshift(&mut x) as usize;
+        let l = Layout::from_size_align(1024 + (r >> 20) % (100 << 10), 16).unwrap();
+        live.push((take(a, l), l));
+        if live.len() > 500 {
+            let (p, l) = live.swap_remove((r >> 7) % live.len());
+            give(a, p, l);
+        }
+    }
+    for (p, l) in live {
+        give(a, p, l);
+    }
+    200_000
+}
+
+/// Ten `Vec<u64>`s pushed to a million elements each.
+fn vec_growth<A: Allocator + Copy>(a: A) -> usize {
+    for _ in 0..10 {
+        let mut v: AVec<u64, A> = AVec::new_in(a);
+        for i in 0..1_000_000u64 {
+            v.push(i);
+        }
+        black_box(&v);
+    }
+    10 * 1_000_000
+}
+
+/// ns per operation of `f` (which returns its operation count): the
+/// fastest of the measured rounds, after one warm-up round.
+fn time(f: &mut dyn FnMut() -> usize) -> f64 {
+    f();
+    let t0 = Instant::now();
+    let ops = f();
+    t0.elapsed().as_secs_f64() * 1e9 / ops as f64
+}
+
+fn main() {
+    let arena = ExecutionArena::new();
+    let arenas: Vec<ExecutionArena> = (0..32).map(|_| ExecutionArena::new()).collect();
+    type Row<'a> = (&'a str, Box<dyn FnMut(usize) -> usize + 'a>, bool);
+    let refs: Vec<&ExecutionArena> = arenas.iter().collect();
+    let ar = &arena;
+    let all = &refs[..];
+    let mut rows: Vec<Row> = vec![
+        (
+            "short-lived threads",
+            Box::new(move |k| match k {
+                0 => short_lived_threads(&ar),
+                1 => short_lived_threads(&Mi),
+                _ => short_lived_threads(&Global),
+            }),
+            false,
+        ),
+        (
+            "32 arenas in turn",
+            Box::new(move |k| match k {
+                0 => arenas_in_turn(all),
+                1 => arenas_in_turn(&[Mi]),
+                _ => arenas_in_turn(&[Global]),
+            }),
+            true,
+        ),
+        (
+            "500k live 32 B",
+            Box::new(move |k| match k {
+                0 => many_live_small(&ar),
+                1 => many_live_small(&Mi),
+                _ => many_live_small(&Global),
+            }),
+            false,
+        ),
+        (
+            "1-100 KiB random, 500 live",
+            Box::new(move |k| match k {
+                0 => random_mid_sizes(&ar),
+                1 => random_mid_sizes(&Mi),
+                _ => random_mid_sizes(&Global),
+            }),
+            false,
+        ),
+        (
+            "Vec growth to 1M u64",
+            Box::new(move |k| match k {
+                0 => vec_growth(ar),
+                1 => vec_growth(Mi),
+                _ => vec_growth(Global),
+            }),
+            false,
+        ),
+    ];
+    println!("\nns per allocation or free, fastest of {ROUNDS} interleaved rounds:");
+    println!("| workload | warmarena | mimalloc | system | warmarena / mimalloc | arena locks per 100 ops |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    let locks = |many: bool| -> u64 {
+        if many {
+            arenas.iter().map(|a| a.stats().locked_operations).sum()
+        } else {
+            arena.stats().locked_operations
+        }
+    };
+    for (name, f, many) in rows.iter_mut() {
+        let mut best = [f64::MAX; 3];
+        for round in 0..ROUNDS {
+            for j in 0..3 {
+                let k = (round + j) % 3;
+                best[k] = best[k].min(time(&mut || f(k)));
+            }
+        }
+        let before = locks(*many);
+        let ops = f(0);
+        let reads = if *many { arenas.len() as u64 } else { 1 };
+        let locked = locks(*many) - before - reads;
+        println!(
+            "| {name} | {:.1} | {:.1} | {:.1} | {:.2}x | {:.2} |",
+            best[0],
+            best[1],
+            best[2],
+            best[0] / best[1],
+            100.0 * locked as f64 / ops as f64
+        );
+    }
+    assert_eq!(arena.stats().live_buffers, 0, "every buffer was returned");
+}
