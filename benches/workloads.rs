@@ -88,8 +88,9 @@ fn short_lived_threads<A: Allocator + Sync>(a: &A) -> usize {
                     let mut x = r * 31 + t + 1;
                     let v: Vec<_> = (0..200)
                         .map(|_| {
-                            let l = Layout::from_size_align(64 + xorshift(&mut x) as usize % 960, 16)
-                                .unwrap();
+                            let l =
+                                Layout::from_size_align(64 + xorshift(&mut x) as usize % 960, 16)
+                                    .unwrap();
                             (take(a, l), l)
                         })
                         .collect();

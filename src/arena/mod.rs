@@ -135,6 +135,14 @@ macro_rules! arena_face {
         ///
         /// A cheap `Clone` handle to one shared arena; `Send + Sync`. The
         /// arena lives while any handle or any buffer it served is alive.
+        ///
+        /// Make one per model or session and keep it across runs: its
+        /// memory is warm from the second run on. Making an arena maps its
+        /// first segment and dropping it unmaps everything (tens of
+        /// microseconds and a fresh set of page faults), so an arena made
+        /// per request pays the cold path every time. Each thread that
+        /// uses an arena keeps a cache for it; a thread caches for up to
+        /// 64 arenas at once and serves any more through the lock.
         #[derive(Clone)]
         pub struct $name {
             pub(crate) core: shared::CoreHandle,
