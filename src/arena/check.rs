@@ -155,7 +155,13 @@ impl ArenaState {
                 return Err(format!("depot class {c}: room {room} for {blocks} blocks"));
             }
             for s in slots {
-                match self.table.get(s.block) {
+                // A buffer freed by address is kept without its block.
+                let block = if s.block == NIL {
+                    self.indexed_block(s.addr).unwrap_or(NIL)
+                } else {
+                    s.block
+                };
+                match self.table.get(block) {
                     Some(b)
                         if b.state == BlockState::Live
                             && b.addr == s.addr
@@ -163,8 +169,8 @@ impl ArenaState {
                             && matches!(b.place, Place::Run(_)) => {}
                     b => return Err(format!("depot class {c}: {s:?} is {b:?}")),
                 }
-                if !seen.insert(s.block) {
-                    return Err(format!("depot: block {} kept twice", s.block));
+                if !seen.insert(block) {
+                    return Err(format!("depot: block {block} kept twice"));
                 }
                 bytes += capacity(c);
                 n += 1;

@@ -14,13 +14,14 @@
 use super::blocks::NIL;
 use super::hash::MulHasher;
 use super::RUN_LEN;
+use crate::size_class::{capacity, class_of_classed, Class};
 use core::hash::BuildHasherDefault;
 use std::collections::HashMap;
 
 /// Where one run's slots are: its number in the arena's run list, its
 /// first slot in [`RunIndex::slots`], its base and capacity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct RunEntry {
+struct RunEntry {
     run: u32,
     base: usize,
     cap: usize,
@@ -60,6 +61,35 @@ const fn reciprocal(cap: usize) -> u64 {
 }
 
 const _: () = assert!((RUN_LEN as u128) * (super::CARVE_LIMIT as u128) <= 1u128 << RECIP_SHIFT);
+
+/// The run-carved classes: every class below `CARVE_LIMIT`.
+const RUN_CLASSES: usize = class_of_classed(super::CARVE_LIMIT);
+
+/// Per run-carved class, [`reciprocal`] of its capacity.
+const RECIPS: [u64; RUN_CLASSES] = {
+    let mut r = [0; RUN_CLASSES];
+    let mut c = 0;
+    while c < RUN_CLASSES {
+        r[c] = reciprocal(capacity(c));
+        c += 1;
+    }
+    r
+};
+
+/// Whether `addr` is where a slot starts in a run of class `c` (runs are
+/// `RUN_LEN`-aligned, slot 0 at the base): arithmetic only, no map. A
+/// buffer freed by address, whose run the owner table says is of class
+/// `c`, is checked this way before it is kept without its block.
+#[inline]
+pub(crate) fn starts_slot(c: Class, addr: usize) -> bool {
+    let Some(&r) = RECIPS.get(c) else {
+        return false;
+    };
+    let cap = capacity(c);
+    let off = addr % RUN_LEN;
+    let k = ((off as u64 * r) >> RECIP_SHIFT) as usize;
+    k * cap == off && k < slot_count(cap)
+}
 
 impl RunIndex {
     /// Makes room for one more run of `cap`-byte blocks, so that
@@ -134,19 +164,6 @@ impl RunIndex {
         self.lookup(addr).flatten()
     }
 
-    /// [`RunIndex::block_at`], trying `near` (the run of an earlier
-    /// lookup, which this one updates) before the map: consecutive lookups
-    /// in one run skip the hash probe.
-    #[inline]
-    pub(crate) fn block_at_near(&self, addr: usize, near: &mut Option<RunEntry>) -> Option<u32> {
-        let e: &RunEntry = match near {
-            Some(e) if addr.wrapping_sub(e.base) < RUN_LEN => e,
-            _ => near.insert(*self.at.get(&(addr / RUN_LEN))?),
-        };
-        let s = Self::slot_in(e, addr)?;
-        self.slots.get(s).copied().filter(|&i| i != NIL)
-    }
-
     /// The runs indexed: (run number, base, capacity) each, then the
     /// blocks of its slots in address order (for the invariant checker).
     pub(crate) fn runs(&self) -> impl Iterator<Item = (u32, usize, usize, &[u32])> {
@@ -215,26 +232,34 @@ mod tests {
                 (4, BASE + RUN_LEN, 16, RUN_LEN / 16)
             ]
         );
-        // The memoized lookup answers as the map does, across runs and
-        // outside them, whichever run it tried first.
-        let probes = [
-            BASE + 48 * 5,
-            BASE + RUN_LEN,
-            BASE,
-            BASE + 48 * 5 + 16,
-            BASE - 48,
-            BASE + 3 * RUN_LEN,
-            BASE + RUN_LEN - 1,
-            BASE + 48 * 5,
-        ];
-        let mut near = None;
-        for _ in 0..2 {
-            for &a in &probes {
-                assert_eq!(x.block_at_near(a, &mut near), x.block_at(a), "at {a:#x}");
-            }
-        }
         x.clear();
         assert_eq!(x.block_at(BASE + 48 * 5), None);
+    }
+
+    #[test]
+    fn a_slot_start_is_found_by_arithmetic_as_the_index_finds_it() {
+        // Every run-carved class: every slot start of a run (a sample under
+        // Miri) and the bytes beside it, against a run added to the index.
+        let step = if cfg!(miri) { 97 } else { 1 };
+        for c in (0..RUN_CLASSES).step_by(if cfg!(miri) { 7 } else { 1 }) {
+            let cap = capacity(c);
+            let mut x = RunIndex::default();
+            x.reserve(cap).unwrap();
+            x.add_run(0, BASE, cap);
+            for k in (0..slot_count(cap)).step_by(step) {
+                let a = BASE + k * cap;
+                assert!(x.set(a, k as u32));
+                assert!(starts_slot(c, a), "class {c}, slot {k}");
+                for b in [a + 1, a + cap / 2, a + cap - 1] {
+                    assert_eq!(starts_slot(c, b), x.set(b, 0), "class {c}, {b:#x}");
+                }
+            }
+            let tail = BASE + slot_count(cap) * cap;
+            if tail < BASE + RUN_LEN {
+                assert!(!starts_slot(c, tail), "class {c}: the tail holds no slot");
+            }
+        }
+        assert!(!starts_slot(RUN_CLASSES, BASE), "not a run-carved class");
     }
 
     #[test]

@@ -1,6 +1,10 @@
 //! The arena's depot: small buffers the thread caches gave back, kept per
 //! class as the caches had them (address, block, free stamp), for the next
-//! refill of any thread's cache.
+//! refill of any thread's cache. A buffer freed by address (allocator-api2,
+//! the scoped global allocator, a free on another thread) is kept without
+//! its block (`NIL`): the few that need it (a settle into the free lists, a
+//! pin, the invariant checker) find it by address, and a flush or a
+//! remote free does not pay the run index's lookup for each buffer.
 //!
 //! A flush into the arena's free lists writes each buffer's block record
 //! (its state, stamp and list links) and a refill writes it again. With

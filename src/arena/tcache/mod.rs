@@ -1103,23 +1103,21 @@ fn give_back(st: &mut ArenaState, core: &ArenaCore, o: &mut Own, c: Class, n: us
 /// arena freed into the free lists instead (none while the room holds).
 fn keep_in_depot(st: &mut ArenaState, o: &mut Own, c: Class, n: usize) -> (usize, usize) {
     let (mut moved, mut freed) = (0usize, 0usize);
-    // A bin's buffers mostly share a few runs: the last run found is tried
-    // first, before the run index's map.
-    let mut near = None;
     o.bins[c].drain_oldest(n, |s| {
         moved += 1;
-        let block = if s.block == NIL {
-            st.run_index.block_at_near(s.addr, &mut near).unwrap_or(NIL)
-        } else {
-            s.block
-        };
-        if block != NIL && st.depot.push(c, Slot { block, ..s }) {
+        // Kept as the bin had it: a buffer freed by address goes without
+        // its block (`NIL`), which only a settle, a pin or the checker
+        // looks up (`tcache/depot.rs`). Its address is one the owner table
+        // placed in a run of class `c` when it was freed; that it is a
+        // buffer this arena handed out is the freeing caller's contract
+        // (the bin hands out its newest entry next, checked or not).
+        if st.depot.push(c, s) {
             return;
         }
         // Not kept: freed as a flush into the lists frees it (which
         // refuses an address no live block starts at).
         freed += 1;
-        let i = st.free_cached(block, s.addr, s.stamp);
+        let i = st.free_cached(s.block, s.addr, s.stamp);
         debug_assert!(i != NIL, "a cached buffer was not live");
     });
     (moved, freed)

@@ -34,6 +34,7 @@
 use super::bin::Slot;
 use super::SMALL_CLASSES;
 use crate::arena::blocks::NIL;
+use crate::arena::run_index;
 use crate::arena::shared::ArenaCore;
 use crate::arena::state::ArenaState;
 use crate::size_class::capacity;
@@ -187,36 +188,34 @@ pub(crate) fn absorb(st: &mut ArenaState, core: &ArenaCore, head: usize) {
 }
 
 /// One remotely freed buffer back to the arena (see [`absorb`]). Its
-/// class comes from the owner table's run tag and its block from the run
-/// index, as a flush finds them for a buffer freed by address: the block
-/// record, likely out of cache, is not read on the way to the depot.
+/// class comes from the owner table's run tag, and the address is checked
+/// to start one of the run's slots by arithmetic; its block is not looked
+/// up: the depot keeps it without (`NIL`), as a flush keeps a buffer freed
+/// by address, and the free lists find it themselves.
 fn absorb_one(st: &mut ArenaState, core: &ArenaCore, addr: usize, stamp: u64) {
-    let (Some(c), Some(i)) = (core.small_class_at(addr), st.run_index.block_at(addr)) else {
+    let c = match core.small_class_at(addr) {
+        Some(c) if c < SMALL_CLASSES && run_index::starts_slot(c, addr) => c,
         // Not a small buffer of this arena (never: the freeing thread
         // found its class the same way): the checked free decides.
-        st.free(NIL, addr, &core.os);
-        return;
+        _ => {
+            st.free(NIL, addr, &core.os);
+            return;
+        }
     };
     let cap = capacity(c);
-    if c < SMALL_CLASSES
-        && st.depot.room(c) > 0
-        && st.depot_admits(cap)
-        && st.depot.push(
-            c,
-            Slot {
-                addr,
-                block: i,
-                stamp,
-            },
-        )
-    {
+    let s = Slot {
+        addr,
+        block: NIL,
+        stamp,
+    };
+    if st.depot.room(c) > 0 && st.depot_admits(cap) && st.depot.push(c, s) {
         // Retained in the depot like a flushed buffer; its free is counted
         // here, as a departed cache's frees are.
         st.cached_bytes += cap;
         st.absorbed_frees += 1;
         return;
     }
-    let i = st.free_cached(i, addr, stamp);
+    let i = st.free_cached(NIL, addr, stamp);
     if i != NIL && st.behind_high(i) {
         st.catch_up(i, &core.os);
     }
