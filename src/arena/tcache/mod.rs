@@ -295,6 +295,12 @@ fn publish(st: &mut ArenaState, o: &mut Own) {
 /// The thread's caches (owned; flushed when the thread exits).
 struct Front {
     slots: [Cell<*mut Cache>; SLOTS],
+    /// The arena body each slot's cache was made for, as a hint: a switch
+    /// between arenas finds its slot here, in the thread's own lines,
+    /// instead of reading every cache's link and owner on the way (the
+    /// cache found is still checked, and a stale hint falls back to the
+    /// full scan).
+    keys: [Cell<*const ArenaCore>; SLOTS],
     reclaim_seen: Cell<u64>,
 }
 
@@ -323,6 +329,7 @@ thread_local! {
     static FRONT: Front = const {
         Front {
             slots: [const { Cell::new(null_mut()) }; SLOTS],
+            keys: [const { Cell::new(core::ptr::null()) }; SLOTS],
             reclaim_seen: Cell::new(0),
         }
     };
@@ -1293,6 +1300,16 @@ pub(crate) fn serves(k: Class, align: usize) -> bool {
 /// Finds this thread's cache for `core` in `f`, or makes and registers one.
 fn find_or_make(f: &Front, core: &ArenaCore) -> Option<*mut Cache> {
     reclaim_orphans(f);
+    let me = core as *const ArenaCore;
+    if let Some(k) = f.keys.iter().position(|key| key.get() == me) {
+        let p = f.slots[k].get();
+        // SAFETY: slots hold caches this thread owns.
+        if let Some(c) = unsafe { p.as_ref() } {
+            if !c.link.arena_left() && is_for(c, me, core.id) {
+                return Some(p);
+            }
+        }
+    }
     let mut free_slot = None;
     for (k, s) in f.slots.iter().enumerate() {
         let p = s.get();
@@ -1332,6 +1349,7 @@ fn find_or_make(f: &Front, core: &ArenaCore) -> Option<*mut Cache> {
         st.caches.push(unsafe { NonNull::new_unchecked(cache) });
     }
     f.slots[k].set(cache);
+    f.keys[k].set(me);
     Some(cache)
 }
 
