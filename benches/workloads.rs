@@ -176,16 +176,32 @@ fn main() {
     let refs: Vec<&ExecutionArena> = arenas.iter().collect();
     let ar = &arena;
     let all = &refs[..];
+    // One row: `$f` run on the arena (k = 0), mimalloc (1) or the system
+    // allocator (2), each passed as `$arg` builds it from the allocator.
+    macro_rules! row {
+        ($name:expr, $many:expr, |$a:ident| $call:expr) => {
+            (
+                $name,
+                Box::new(move |k: usize| match k {
+                    0 => {
+                        let $a = ar;
+                        $call
+                    }
+                    1 => {
+                        let $a = Mi;
+                        $call
+                    }
+                    _ => {
+                        let $a = Global;
+                        $call
+                    }
+                }) as Box<dyn FnMut(usize) -> usize + '_>,
+                $many,
+            )
+        };
+    }
     let mut rows: Vec<Row> = vec![
-        (
-            "short-lived threads",
-            Box::new(move |k| match k {
-                0 => short_lived_threads(&ar),
-                1 => short_lived_threads(&Mi),
-                _ => short_lived_threads(&Global),
-            }),
-            false,
-        ),
+        row!("short-lived threads", false, |a| short_lived_threads(&a)),
         (
             "32 arenas in turn",
             Box::new(move |k| match k {
@@ -195,33 +211,11 @@ fn main() {
             }),
             true,
         ),
-        (
-            "500k live 32 B",
-            Box::new(move |k| match k {
-                0 => many_live_small(&ar),
-                1 => many_live_small(&Mi),
-                _ => many_live_small(&Global),
-            }),
-            false,
-        ),
-        (
-            "1-100 KiB random, 500 live",
-            Box::new(move |k| match k {
-                0 => random_mid_sizes(&ar),
-                1 => random_mid_sizes(&Mi),
-                _ => random_mid_sizes(&Global),
-            }),
-            false,
-        ),
-        (
-            "Vec growth to 1M u64",
-            Box::new(move |k| match k {
-                0 => vec_growth(ar),
-                1 => vec_growth(Mi),
-                _ => vec_growth(Global),
-            }),
-            false,
-        ),
+        row!("500k live 32 B", false, |a| many_live_small(&a)),
+        row!("1-100 KiB random, 500 live", false, |a| random_mid_sizes(
+            &a
+        )),
+        row!("Vec growth to 1M u64", false, |a| vec_growth(a)),
     ];
     println!("\nns per allocation or free, fastest of {ROUNDS} interleaved rounds:");
     println!("| workload | warmarena | mimalloc | system | warmarena / mimalloc | arena locks per 100 ops |");
