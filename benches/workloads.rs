@@ -16,6 +16,8 @@
 //! `cargo bench --bench workloads`. Each figure is the fastest of several
 //! interleaved rounds (interference only adds time), in ns per allocation
 //! or free; the arena's locked operations per 100 operations follow.
+//! Under `cargo test` (no `--bench` argument: the test suite runs every
+//! target once, unoptimized) one round each, as a smoke run.
 
 use allocator_api2::alloc::{AllocError, Allocator, Global, Layout};
 use allocator_api2::vec::Vec as AVec;
@@ -24,6 +26,7 @@ use std::ptr::NonNull;
 use std::time::Instant;
 use warmarena::ExecutionArena;
 
+/// Measured rounds under `cargo bench`.
 const ROUNDS: usize = 7;
 
 #[derive(Clone, Copy)]
@@ -217,7 +220,12 @@ fn main() {
         )),
         row!("Vec growth to 1M u64", false, |a| vec_growth(a)),
     ];
-    println!("\nns per allocation or free, fastest of {ROUNDS} interleaved rounds:");
+    let rounds = if std::env::args().any(|a| a == "--bench") {
+        ROUNDS
+    } else {
+        1
+    };
+    println!("\nns per allocation or free, fastest of {rounds} interleaved rounds:");
     println!("| workload | warmarena | mimalloc | system | warmarena / mimalloc | arena locks per 100 ops |");
     println!("|---|---:|---:|---:|---:|---:|");
     let locks = |many: bool| -> u64 {
@@ -229,7 +237,7 @@ fn main() {
     };
     for (name, f, many) in rows.iter_mut() {
         let mut best = [f64::MAX; 3];
-        for round in 0..ROUNDS {
+        for round in 0..rounds {
             for j in 0..3 {
                 let k = (round + j) % 3;
                 best[k] = best[k].min(time(&mut || f(k)));
