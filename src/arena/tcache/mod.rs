@@ -1190,34 +1190,22 @@ fn refill(st: &mut ArenaState, o: &mut Own, c: Class) {
     let mut got = 0;
     while got < batch {
         // The depot's newest buffers that are newer than the free list's
-        // newest, in one move (the free list does not change meanwhile).
+        // newest, in one move (the free list does not change meanwhile);
+        // then, if the batch is not full, the list's newest, now the
+        // newest of both.
         let l = st.list_newest_stamp(c);
-        let moved = st.depot.take_newest(c, batch - got, l, |s| {
+        got += st.depot.take_newest(c, batch - got, l, |s| {
             let pushed = bin.push(s);
             debug_assert!(pushed, "an empty bin holds a batch");
         });
-        got += moved;
-        if got == batch {
+        if got == batch || l.is_none() {
             break;
         }
-        let took = match (st.depot.newest_stamp(c), l) {
-            (Some(d), l) if l.map_or(true, |l| d >= l) => match st.depot.pop(c) {
-                Some(s) => {
-                    let pushed = bin.push(s);
-                    debug_assert!(pushed, "an empty bin holds a batch");
-                    pushed
-                }
-                None => false,
-            },
-            (_, Some(_)) => {
-                st.take_for_cache(c, 1, |addr, block, stamp| {
-                    let pushed = bin.push(Slot { addr, block, stamp });
-                    debug_assert!(pushed, "an empty bin holds a batch");
-                }) == 1
-            }
-            _ => false,
-        };
-        if !took {
+        let took = st.take_for_cache(c, 1, |addr, block, stamp| {
+            let pushed = bin.push(Slot { addr, block, stamp });
+            debug_assert!(pushed, "an empty bin holds a batch");
+        });
+        if took != 1 {
             break;
         }
         got += 1;
