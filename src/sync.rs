@@ -13,7 +13,7 @@
 /// The atomics lock-free structures use (`arena::owners`), in one place so a
 /// later `loom` model can swap them.
 pub(crate) mod atomic {
-    pub(crate) use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+    pub(crate) use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 }
 
 /// The atomics of the lease and arena-handle reference counts
