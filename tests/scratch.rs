@@ -51,9 +51,12 @@ fn stress(
     lane_of: impl Fn(usize) -> Lane + Sync,
 ) {
     let live = LiveRanges::default();
+    // No thread exits before all are done: a thread's lane goes to the
+    // next thread that asks once it exits (`Lane::current_thread`).
+    let all_done = std::sync::Barrier::new(THREADS);
     std::thread::scope(|s| {
         for t in 0..THREADS {
-            let (live, mode_of, lane_of) = (&live, &mode_of, &lane_of);
+            let (live, mode_of, lane_of, all_done) = (&live, &mode_of, &lane_of, &all_done);
             s.spawn(move || {
                 let engines: Vec<EngineScratch> = (0..ENGINES_PER_THREAD)
                     .map(|e| {
@@ -83,6 +86,7 @@ fn stress(
                         assert!(ok, "thread {t}'s scratch was written by someone else");
                     }
                 }
+                all_done.wait();
             });
         }
     });
@@ -146,6 +150,42 @@ fn eight_threads_on_their_own_lanes() {
     let s = pool.stats(DeviceId::HOST).unwrap();
     assert_eq!(s.lanes.iter().filter(|l| l.claims > 0).count(), THREADS);
     assert_eq!(s.contended_claims, 0, "no lane had two claimants");
+}
+
+/// Threads that come and go one after another, each claiming on its own
+/// lane: the lanes of exited threads are reused, so the pool does not
+/// keep a lane and a buffer for every thread it ever served.
+#[test]
+#[cfg_attr(miri, ignore)] // spawns 50 threads
+fn threads_in_turn_reuse_lanes_and_their_buffers() {
+    let pool = ScratchPool::new();
+    let engine = pool
+        .engine(DeviceId::HOST, 4 * page_size(), ScratchMode::Shared)
+        .unwrap();
+    let threads = 50;
+    for _ in 0..threads {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut g = engine
+                    .claim_on(Lane::current_thread(), page_size())
+                    .unwrap();
+                g.as_mut_slice().unwrap().fill(7);
+            });
+        });
+    }
+    let s = pool.stats(DeviceId::HOST).unwrap();
+    let lanes = s.lanes.iter().filter(|l| l.claims > 0).count();
+    // Other tests' threads may take a given-back lane number in between,
+    // so a few more than one lane can appear; one per thread cannot.
+    println!(
+        "{threads} threads in turn used {lanes} lanes, holding {} bytes",
+        s.held_bytes
+    );
+    assert!(
+        lanes < threads / 2,
+        "{lanes} lanes for {threads} threads in turn"
+    );
+    assert!(s.held_bytes <= lanes * 4 * page_size());
 }
 
 /// Six engines needing differing sizes on one device, shaped like the

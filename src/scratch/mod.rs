@@ -89,6 +89,7 @@ mod registry;
 mod slot;
 mod stats;
 mod sync;
+mod thread_lane;
 
 pub use device::{Device, DeviceBuffer, DeviceError, DeviceId, HostDevice};
 pub use engine::{EngineScratch, ScratchMode, MODE_ENV_VAR};

@@ -31,24 +31,23 @@ impl Lane {
     /// The lane [`EngineScratch::claim`] uses.
     pub const DEFAULT: Lane = Lane(0);
 
-    /// A lane unique to the calling thread, never [`Lane::DEFAULT`].
-    /// Thread lanes are numbered from 2^63 up, so they do not collide with
-    /// lanes a caller numbers itself from 0 (queue or stream ids).
+    /// The calling thread's lane, never [`Lane::DEFAULT`]: no other live
+    /// thread has it. Thread lanes are numbered from 2^63 up, so they do
+    /// not collide with lanes a caller numbers itself from 0 (queue or
+    /// stream ids). A thread gives its lane back when it exits, and the
+    /// next thread to ask takes it (with the buffer its slot holds): a
+    /// process that starts and ends threads all day keeps as many thread
+    /// lanes as it ran threads at once, not one per thread it ever ran.
     ///
     /// ```
     /// use warmarena::scratch::Lane;
     /// let here = Lane::current_thread();
     /// let there = std::thread::spawn(Lane::current_thread).join().unwrap();
-    /// assert_ne!(here, there);
+    /// assert_ne!(here, there, "two live threads never share a lane");
     /// assert!(here.0 >= 1 << 63);
     /// ```
     pub fn current_thread() -> Lane {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static NEXT: AtomicU64 = AtomicU64::new(1 << 63);
-        std::thread_local! {
-            static MINE: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
-        }
-        Lane(MINE.with(|id| *id))
+        Lane(super::thread_lane::current())
     }
 }
 
