@@ -53,6 +53,7 @@ static OWN: [Slot; SLOTS] = [const { Slot::new() }; SLOTS];
 static SHARED: Slot = Slot::new();
 /// Bit `k` set: slot `k` of [`OWN`] has a thread writing it.
 static TAKEN: AtomicU64 = AtomicU64::new(0);
+const _: () = assert!(SLOTS <= 64, "one bit of TAKEN per slot");
 
 thread_local! {
     /// This thread's own slot; null before its first count, while every
