@@ -106,24 +106,47 @@ pub(crate) enum FreeHit {
     Other,
 }
 
-/// `size` (at least `align`) rounded up to `align`: the unchecked form of
+/// `size` (at least 1) rounded up to `align`: the unchecked form of
 /// [`aligned_size`] for the hot paths, whose callers have checked that
-/// `size` is below a class bound and `align` a power of two up to a page,
-/// so nothing overflows.
+/// `size` is in `1..` a class bound and `align` a power of two up to a
+/// page, so nothing overflows (and the result is at least `align`).
+///
+/// Every buffer of the class of the result meets `align`: a class's
+/// capacity is a multiple of every power of two that divides some size
+/// the class serves (the test `rounded_classes_meet_their_alignment` checks
+/// every class at every alignment), so the hot paths need no
+/// `tcache::serves`.
 #[inline(always)]
 fn rounded_to(size: usize, align: usize) -> usize {
-    (size.max(align) + (align - 1)) & !(align - 1)
+    debug_assert!(size >= 1 && align.is_power_of_two());
+    (size + (align - 1)) & !(align - 1)
+}
+
+/// The class of `size` bytes rounded up to `align` (as [`rounded_to`]).
+#[inline(always)]
+fn rounded_class(size: usize, align: usize) -> Class {
+    let c = class_of_classed(rounded_to(size, align));
+    debug_assert!(tcache::serves(c, align));
+    c
 }
 
 /// The small class a thread cache serves `size` bytes aligned to `align`
-/// from: `None` for a zero or large size, an alignment that is not a power
-/// of two up to a page, or a class whose buffers do not all meet it.
+/// from: `None` for a zero or large size, or an alignment that is not a
+/// power of two up to a page.
 #[inline(always)]
 fn cached_class(size: usize, align: usize) -> Option<Class> {
-    if size.wrapping_sub(1) < CARVE_LIMIT && align.is_power_of_two() && align <= 4096 {
-        let eff = rounded_to(size, align);
-        let c = class_of_classed(eff);
-        if c < SMALL_CLASSES && tcache::serves(c, align) {
+    if align.is_power_of_two() {
+        return cached_class_pow2(size, align);
+    }
+    None
+}
+
+/// [`cached_class`] for an alignment known to be a power of two.
+#[inline(always)]
+fn cached_class_pow2(size: usize, align: usize) -> Option<Class> {
+    if size.wrapping_sub(1) < CARVE_LIMIT && align <= 4096 {
+        let c = rounded_class(size, align);
+        if c < SMALL_CLASSES {
             return Some(c);
         }
     }
@@ -144,7 +167,7 @@ fn cached_class_of_layout(size: usize, align: usize) -> Option<Class> {
     if align <= MIN_CAPACITY {
         return (size.wrapping_sub(1) < SMALL_MAX).then(|| class_of_classed(size));
     }
-    cached_class(size, align)
+    cached_class_pow2(size, align)
 }
 
 impl ArenaCore {
@@ -177,8 +200,8 @@ impl ArenaCore {
         // rounding"; one bit test for "power of two up to a page".
         if size.wrapping_sub(1) < MAX_CLASS_SIZE / 2 && align.is_power_of_two() && align <= 4096 {
             let eff = rounded_to(size, align);
-            let c = class_of_classed(eff);
-            if c < SMALL_CLASSES && tcache::serves(c, align) {
+            let c = rounded_class(size, align);
+            if c < SMALL_CLASSES {
                 let (addr, block, cap) = tcache::allocate_parts(self, c);
                 if let Some(ptr) = NonNull::new(addr as *mut u8) {
                     return Ok(Grant {
@@ -197,7 +220,7 @@ impl ArenaCore {
                     }
                     return self.allocate_heap_miss(c, eff, align);
                 }
-                if capacity(c) <= tcache::LARGE_MAX && tcache::serves(c, align) {
+                if capacity(c) <= tcache::LARGE_MAX {
                     if let Some(g) = tcache::allocate_large_hit(self, c, eff) {
                         return Ok(g);
                     }
@@ -667,10 +690,8 @@ impl ArenaCore {
             return tcache::free_heap_hit(self, addr, NIL);
         }
         if size.wrapping_sub(1) < tcache::LARGE_MAX && align.is_power_of_two() && align <= 4096 {
-            let c = class_of_classed(rounded_to(size, align));
-            return c >= SMALL_CLASSES
-                && tcache::serves(c, align)
-                && tcache::free_large_hit(self, c, addr, NIL);
+            let c = rounded_class(size, align);
+            return c >= SMALL_CLASSES && tcache::free_large_hit(self, c, addr, NIL);
         }
         false
     }
@@ -1022,6 +1043,33 @@ mod layout_class_tests {
                     cached_class(size, align),
                     "size {size} align {align}"
                 );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod rounding_tests {
+    use super::*;
+
+    /// Every class that serves some multiple of a power-of-two alignment
+    /// up to a page has a capacity that is a multiple of it, so the class
+    /// of a size rounded up to the alignment meets it (`rounded_to`).
+    #[test]
+    fn rounded_classes_meet_their_alignment() {
+        for align in (0..=12).map(|k| 1usize << k) {
+            for c in 0..crate::size_class::CLASS_COUNT {
+                let below = if c == 0 { 0 } else { capacity(c - 1) };
+                let first_multiple = (below / align + 1) * align;
+                assert!(
+                    first_multiple > capacity(c) || capacity(c) % align == 0,
+                    "class {c} serves {first_multiple} but its capacity {} is not a multiple of {align}",
+                    capacity(c)
+                );
+                assert!(first_multiple > capacity(c) || tcache::serves(c, align));
+            }
+            for size in 1..=(4 * align).min(CARVE_LIMIT) {
+                assert!(tcache::serves(rounded_class(size, align), align));
             }
         }
     }
