@@ -144,7 +144,9 @@ fn cached_class(size: usize, align: usize) -> Option<Class> {
 /// [`cached_class`] for an alignment known to be a power of two.
 #[inline(always)]
 fn cached_class_pow2(size: usize, align: usize) -> Option<Class> {
-    if size.wrapping_sub(1) < CARVE_LIMIT && align <= 4096 {
+    // Above the largest small capacity no rounding makes a size small:
+    // a 64 KiB request skips the class computation here.
+    if size.wrapping_sub(1) < SMALL_MAX && align <= 4096 {
         let c = rounded_class(size, align);
         if c < SMALL_CLASSES {
             return Some(c);
@@ -557,8 +559,19 @@ impl ArenaCore {
             // Into this thread's large slot (`tcache/large.rs`).
             return true;
         }
+        // SAFETY: forwarded contract; not in pattern mode.
+        unsafe { Self::free_locked(this, block, addr) }
+    }
+
+    /// [`ArenaCore::free`] past the pattern check, under the lock; out of
+    /// line, so that the cache hits before it save no registers for it.
+    ///
+    /// # Safety
+    /// As for [`ArenaCore::free`]; the arena is not in pattern mode.
+    #[inline(never)]
+    unsafe fn free_locked(this: NonNull<ArenaCore>, block: u32, addr: usize) -> bool {
         // SAFETY: forwarded contract.
-        unsafe { Self::free(this, block, addr) }
+        unsafe { Self::locked_last_out(this, |st, core| st.free(block, addr, &core.os)) }
     }
 
     /// Returns the live buffer that starts at `addr`, found by address, and
