@@ -34,22 +34,26 @@ if [ "${1:-}" = "--" ]; then
 fi
 
 echo "valgrind: building test binaries"
-# Debug build, as `cargo test` makes it; the JSON lines name each executable.
-json="$(cargo test -p warmarena --tests --no-run --message-format=json 2>/dev/null)"
+# Debug build, as the README's test command makes it (the same packages
+# selected, so the same features and the binaries it built already: with
+# `-p warmarena` alone the features differ and everything was built
+# again); the JSON lines name each executable.
+json="$(cargo test --workspace --exclude warmarena-python --tests --no-run --message-format=json 2>/dev/null)"
 status=0
 for t in $tests; do
     exe="$(printf '%s\n' "$json" | python3 -c '
 import json, sys
-want = sys.argv[1]
+want, root = sys.argv[1], sys.argv[2]
 for line in sys.stdin:
     try:
         m = json.loads(line)
     except ValueError:
         continue
     if m.get("reason") == "compiler-artifact" and m.get("executable") \
-            and m["target"]["name"] == want and "test" in m["target"]["kind"]:
+            and m["target"]["name"] == want and "test" in m["target"]["kind"] \
+            and m["target"]["src_path"].startswith(root + "/tests/"):
         print(m["executable"])
-' "$t")"
+' "$t" "$PWD")"
     if [ -z "$exe" ]; then
         echo "valgrind: no test binary named $t" >&2
         exit 1
