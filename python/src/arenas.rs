@@ -52,6 +52,7 @@ pub(crate) fn stats_dict<'py>(py: Python<'py>, s: &ArenaStats) -> PyResult<Bound
     d.set_item("copied_bytes", s.copied_bytes)?;
     d.set_item("mapped_bytes", s.mapped_bytes)?;
     d.set_item("locked_operations", s.locked_operations)?;
+    d.set_item("heap_moves", s.heap_moves)?;
     let os = PyDict::new(py);
     os.set_item("maps", s.os.maps)?;
     os.set_item("unmaps", s.os.unmaps)?;

@@ -47,6 +47,10 @@ class ArenaStats(TypedDict):
     locked_operations: int
     """Acquisitions of the arena's shared lock (thread-cached and planned
     allocations and frees take none; reading the stats counts one)."""
+    heap_moves: int
+    """Times the execution heap (an execution arena's buffers of 64 KiB and
+    up, one thread's at a time) was taken by a thread: the first to ask,
+    then a run's thread at a run boundary while no heap buffer was live."""
     os: OsStats
 
 class Faults(TypedDict):

@@ -221,7 +221,7 @@ pub(crate) fn thread_token() -> usize {
 
 impl ArenaState {
     /// Whether this request goes to the heap: the arena has one and the
-    /// calling thread is the one that made the arena (`heap_thread`).
+    /// calling thread is the one it serves (`heap_thread`, `heap_owner.rs`).
     /// Other threads' large requests take own classes, whose reuse does
     /// not depend on the order requests come in; buffers already in the
     /// heap still return to it, from any thread.

@@ -54,6 +54,7 @@ mod config;
 mod error;
 mod hash;
 mod heap;
+mod heap_owner;
 #[cfg(test)]
 mod heap_tests;
 pub(crate) mod metadata;

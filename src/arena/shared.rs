@@ -54,12 +54,16 @@ pub(crate) struct ArenaCore {
     /// through `pattern::seam` first.
     pub(crate) pattern_on: bool,
     /// The thread whose large requests the execution heap serves
-    /// (`heap::thread_token`; 0 for arenas without a heap), fixed at
-    /// creation: its large buffers bypass the thread caches' class slots
-    /// (whose holding a piece back would change the heap's placement) and
-    /// use the heap slot instead, which keeps back only a piece the heap
-    /// would hand out again as it is (`tcache/heap_slot.rs`).
-    pub(crate) heap_thread: usize,
+    /// (`heap::thread_token`; 0 for arenas without a heap): its large
+    /// buffers bypass the thread caches' class slots (whose holding a
+    /// piece back would change the heap's placement) and use the heap slot
+    /// instead, which keeps back only a piece the heap would hand out again
+    /// as it is (`tcache/heap_slot.rs`). The mirror of
+    /// `ArenaState::heap_thread`, written with it under the lock, read
+    /// without it by the hot paths (a stale read only sends a request to
+    /// the locked path, which decides by the state's value); it moves to
+    /// another thread only while no heap piece is live (`heap_owner.rs`).
+    pub(crate) heap_thread: core::sync::atomic::AtomicUsize,
     /// Written by every handle clone and drop.
     handles: CachePadded<AtomicUsize>,
     state: CachePadded<SpinLock<ArenaState>>,
@@ -230,6 +234,7 @@ impl ArenaCore {
                 }
             }
             let mut st = self.lock();
+            self.adopt_unowned_heap(&mut st);
             if let Some(g) = st.take_exact(c, eff, align, &self.os) {
                 return Ok(g);
             }
@@ -345,6 +350,7 @@ impl ArenaCore {
             return Ok(g);
         }
         let mut st = self.lock();
+        self.adopt_unowned_heap(&mut st);
         if let Some(g) = st.take_exact(c, eff, align, &self.os) {
             tcache::note_lent(&st, self, c, &g);
             return Ok(g);
@@ -372,7 +378,8 @@ impl ArenaCore {
     /// execution heap serves (never, for arenas without a heap).
     #[inline(always)]
     fn on_heap_thread(&self) -> bool {
-        self.heap_thread != 0 && self.heap_thread == super::heap::thread_token()
+        let t = self.heap_thread.load(Relaxed);
+        t != 0 && t == super::heap::thread_token()
     }
 
     /// A classed request of `eff` bytes (class `c`) with the lock held:
@@ -387,6 +394,7 @@ impl ArenaCore {
         align: usize,
         large: bool,
     ) -> Result<Grant, ArenaError> {
+        self.adopt_unowned_heap(&mut st);
         // A buffer of the class this thread's large slot holds but could
         // not serve this request with: back to the arena, which serves it.
         tcache::settle_large(&mut st, self, c);
@@ -936,11 +944,9 @@ impl CoreHandle {
                 pattern_on,
                 // The execution heap's thread (a thread-local's address:
                 // never 0); pattern mode keeps the class lists.
-                heap_thread: if kind == ArenaKind::Execution && !config.pattern {
-                    super::heap::thread_token()
-                } else {
-                    0
-                },
+                // No thread yet: the first to ask the heap takes it
+                // (`heap_owner.rs`).
+                heap_thread: core::sync::atomic::AtomicUsize::new(0),
                 pattern_fast: CachePadded::new(Default::default()),
             })
         };
@@ -950,14 +956,11 @@ impl CoreHandle {
         // SAFETY: `raw` is the only pointer to the new body; the owner tag
         // keeps its provenance so the owner table can lead back to it.
         unsafe { (*raw).state.get_mut().owner = Owner(raw.cast()) };
-        // SAFETY: as above. Execution arenas place the large buffers of the
-        // thread that made them in the execution heap (`heap.rs`); pattern
-        // mode keeps the class lists.
+        // SAFETY: as above. Execution arenas place the large buffers of one
+        // thread at a time in the execution heap (`heap.rs`,
+        // `heap_owner.rs`); pattern mode keeps the class lists.
         unsafe {
-            let heap_thread = (*raw).heap_thread;
-            let st = (*raw).state.get_mut();
-            st.heap_on = heap_thread != 0;
-            st.heap_thread = heap_thread;
+            (*raw).state.get_mut().heap_on = kind == ArenaKind::Execution && !config.pattern;
         }
         // SAFETY: as above, the body is not shared yet.
         unsafe {

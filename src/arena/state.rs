@@ -102,11 +102,17 @@ pub(crate) struct ArenaState {
     /// rather than to own-class lists: set for execution arenas not in
     /// pattern mode.
     pub heap_on: bool,
-    /// The thread the heap serves: the one that made the arena
-    /// (`heap::thread_token`). The heap's placement is repeatable only
+    /// The thread the heap serves (`heap::thread_token`; 0 until a thread
+    /// asks it for a buffer). The heap's placement is repeatable only
     /// when the order of requests is, which threads interleaving
-    /// differently run by run break; own classes do not depend on it.
+    /// differently run by run break; own classes do not depend on it. It
+    /// moves only while no heap piece is live (`heap_owner.rs`).
     pub heap_thread: usize,
+    /// The heap's thread's cache for this arena when it took the heap
+    /// (null when it had none): gone, that thread has exited.
+    pub heap_cache: *const crate::arena::tcache::Cache,
+    /// `heap_cache` was unregistered since (`note_cache_gone`).
+    pub heap_cache_gone: bool,
     pub heap: Heap,
     pub pins: PinTable,
     pub config: ArenaConfig,
@@ -184,6 +190,8 @@ impl ArenaState {
             run_index: RunIndex::default(),
             heap_on: false,
             heap_thread: 0,
+            heap_cache: core::ptr::null(),
+            heap_cache_gone: false,
             heap: Heap::default(),
             pins: PinTable::default(),
             config,

@@ -107,8 +107,10 @@ fn install(p: *mut ArenaCore) -> ScopeGuard {
 }
 
 pub(super) fn enter(arena: &ExecutionArena) -> ScopeGuard {
-    // Entering a scope is a run boundary for pattern mode.
-    arena.begin_run();
+    // Entering a scope is a run boundary for pattern mode, but it does not
+    // move the execution heap (`arena/heap_owner.rs`): pool threads open
+    // scopes in the middle of runs.
+    arena.core.pattern_boundary(None);
     install(arena.core.clone().into_raw().as_ptr())
 }
 

@@ -153,8 +153,12 @@ pub struct RunContext<'s, 'i> {
 }
 
 impl<'s, 'i> RunContext<'s, 'i> {
-    /// An empty context for runs of `session`.
+    /// An empty context for runs of `session`, on the calling thread: a
+    /// run boundary for the execution heap (it moves to this thread when
+    /// no heap buffer is live; see
+    /// [`ExecutionArena::begin_run`](crate::ExecutionArena::begin_run)).
     pub fn new(session: &'s Session) -> Self {
+        session.exec.core.heap_boundary();
         RunContext {
             session,
             values: (0..session.names.len()).map(|_| None).collect(),

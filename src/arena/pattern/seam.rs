@@ -412,10 +412,15 @@ pub(crate) fn fill_stats(set: &PatternSet, fast: &Fast, s: &mut crate::stats::Ar
 }
 
 impl crate::arena::ExecutionArena {
-    /// A run boundary for pattern mode ([`ArenaConfig::pattern`](crate::ArenaConfig::pattern)):
+    /// A run boundary: for pattern mode ([`ArenaConfig::pattern`](crate::ArenaConfig::pattern)),
     /// the current thread's run so far ends (and is planned, if it was
     /// being learned), and a new one starts, matched against the pattern
-    /// whose first request it repeats. A no-op without pattern mode.
+    /// whose first request it repeats. Without pattern mode, the execution
+    /// heap (which serves one thread's large buffers at a time) moves to
+    /// the calling thread if no heap buffer is live: call it where a run
+    /// starts when runs move between threads (a worker pool), so each run
+    /// places its large buffers as the last one did. Costs one load when
+    /// the heap serves this thread already.
     ///
     /// ```
     /// use warmarena::{ArenaConfig, ExecutionArena};
@@ -431,6 +436,7 @@ impl crate::arena::ExecutionArena {
     /// assert_eq!((s.pattern_learned, s.pattern_hits), (1, 2));
     /// ```
     pub fn begin_run(&self) {
+        self.core.heap_boundary();
         self.core.pattern_boundary(None)
     }
 
@@ -449,6 +455,7 @@ impl crate::arena::ExecutionArena {
     /// assert_eq!(arena.stats().pattern_hits, 4);
     /// ```
     pub fn begin_run_keyed(&self, key: u64) {
+        self.core.heap_boundary();
         self.core.pattern_boundary(Some(key))
     }
 }

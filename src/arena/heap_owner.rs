@@ -1,0 +1,244 @@
+//! Which thread the execution heap serves, and how that moves.
+//!
+//! The heap's placement repeats run after run only when the order of its
+//! requests does (`heap.rs`), so one thread at a time uses it; the large
+//! requests of every other thread take own classes, whose reuse does not
+//! depend on order. Which thread: the one that asks first, not the one
+//! that made the arena. A runtime often builds its sessions (and their
+//! arenas) on one thread and runs them on another: a loader thread, a
+//! server's worker pool. With the heap bound to the maker, every large
+//! buffer of such a run went to own classes, which serve a request only
+//! from a buffer at most twice its size (a SOMAS resnet50 replay held
+//! 1.24x its live peak instead of 1.00x; a MiniMalloc one 6.4x instead of
+//! 1.7x).
+//!
+//! Later the heap moves when its thread has exited (its cache for the
+//! arena is gone: threads in turn, a pool that retires idle workers) and
+//! no heap piece is live, to the next thread that asks; and at a run
+//! boundary
+//! ([`ExecutionArena::begin_run`](crate::ExecutionArena::begin_run), a
+//! session's `RunContext::new` and `clear`) and only while no heap piece
+//! is live: a run that starts on another worker than the last one takes
+//! the heap with it, while a pool thread that helps a run in progress
+//! never takes it from the run's thread (the run's pieces are live). An
+//! empty heap is in its starting state, so the new thread's runs repeat
+//! their placement as the old thread's did. The scoped global allocator's
+//! `enter` is not such a boundary: pool threads open scopes in the middle
+//! of runs.
+//!
+//! Moving it bumps the heap's version, so the old thread's slot
+//! (`tcache/heap_slot.rs`) never serves a piece it was lent before; a
+//! piece it holds is claimed first (it is live to the heap until then),
+//! and the new thread's own large slots are given back (its large
+//! requests no longer reach them).
+
+use super::blocks::Place;
+use super::heap::thread_token;
+use super::shared::ArenaCore;
+use super::state::ArenaState;
+use super::tcache;
+use core::sync::atomic::Ordering::Relaxed;
+
+impl ArenaState {
+    /// Whether no execution heap piece is live.
+    pub(crate) fn heap_is_empty(&self) -> bool {
+        self.heap.segs.iter().all(|s| s.live == 0)
+    }
+
+    /// Under the lock: the cache at `c` was unregistered (its thread
+    /// exited or dropped it); if it was the heap's thread's, that thread
+    /// is gone (a new cache may reuse the address: the mark stays).
+    pub(crate) fn note_cache_gone(&mut self, c: *const tcache::Cache) {
+        if c == self.heap_cache {
+            self.heap_cache_gone = true;
+        }
+    }
+
+    /// Whether the heap's thread is known to have let go of its cache.
+    fn heap_thread_gone(&self) -> bool {
+        self.heap_cache_gone || tcache::cache_thread_gone(self, self.heap_cache)
+    }
+}
+
+impl ArenaCore {
+    /// Under the lock, before a large request is served: an execution heap
+    /// that no thread has used yet, or whose thread has exited with no heap
+    /// piece live, is taken by the calling thread.
+    #[inline(always)]
+    pub(crate) fn adopt_unowned_heap(&self, st: &mut ArenaState) {
+        if st.heap_on {
+            self.adopt_if_unowned(st);
+        }
+    }
+
+    /// [`ArenaCore::adopt_unowned_heap`] for an arena with a heap.
+    #[inline(never)]
+    fn adopt_if_unowned(&self, st: &mut ArenaState) {
+        let me = thread_token();
+        if st.heap_thread == me {
+            return;
+        }
+        if st.heap_thread == 0 || (st.heap_is_empty() && st.heap_thread_gone()) {
+            self.adopt_heap(st, me);
+        }
+    }
+
+    /// A run boundary on the calling thread: the execution heap moves to it
+    /// when no heap piece is live once the pieces other threads' slots
+    /// offer are claimed back. Costs one load when it serves this thread
+    /// already (or the arena has no heap).
+    pub(crate) fn heap_boundary(&self) {
+        let me = thread_token();
+        let owner = self.heap_thread.load(Relaxed);
+        if owner == me || self.kind != super::ArenaKind::Execution || self.pattern_on {
+            return;
+        }
+        let mut st = self.lock();
+        if !st.heap_on || st.heap_thread == me {
+            return;
+        }
+        if !st.heap_is_empty() {
+            tcache::claim_offers(&mut st, self, |b| matches!(b.place, Place::Heap(_)));
+        }
+        if st.heap_is_empty() {
+            self.adopt_heap(&mut st, me);
+        }
+    }
+
+    /// Makes thread `me` the heap's (no heap piece is live).
+    #[cold]
+    fn adopt_heap(&self, st: &mut ArenaState, me: usize) {
+        debug_assert!(st.heap_is_empty(), "the heap moved with pieces live");
+        st.heap_thread = me;
+        st.heap_cache = tcache::own_cache_id(self);
+        st.heap_cache_gone = false;
+        self.heap_thread.store(me, Relaxed);
+        // No slot serves or keeps a piece lent before the move.
+        st.heap.version += 1;
+        tcache::settle_all_large(st, self);
+        st.stats.heap_moves += 1;
+    }
+}
+
+#[cfg(all(test, not(loom), not(miri)))]
+mod tests {
+    use crate::ExecutionArena;
+    use std::sync::mpsc;
+
+    const MIB: usize = 1 << 20;
+
+    /// One run whose pieces own classes cannot share but the heap can: 4
+    /// MiB alone, then two of 2 MiB, then 1 MiB and 3 MiB. The addresses
+    /// it got, in order.
+    fn run(arena: &ExecutionArena) -> Vec<usize> {
+        let mut at = Vec::new();
+        for sizes in [&[4 * MIB][..], &[2 * MIB, 2 * MIB], &[MIB, 3 * MIB]] {
+            let v: Vec<_> = sizes
+                .iter()
+                .map(|&n| arena.allocate(n, 64).unwrap())
+                .collect();
+            at.extend(v.iter().map(|a| a.as_ptr() as usize));
+        }
+        at
+    }
+
+    /// Held bytes (live and retained) once a run is over.
+    fn held(arena: &ExecutionArena) -> usize {
+        let s = arena.stats();
+        s.live_bytes + s.retained_bytes
+    }
+
+    #[test]
+    fn a_thread_that_did_not_make_the_arena_gets_the_heap() {
+        let arena = ExecutionArena::new();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let first = run(&arena);
+                let cold = arena.stats().cold_allocations;
+                for _ in 0..3 {
+                    assert_eq!(run(&arena), first, "same places run after run");
+                }
+                assert_eq!(arena.stats().cold_allocations, cold, "warm runs");
+            });
+        });
+        // Own classes would hold a 4, two 2, a 1 and a 3 MiB buffer.
+        assert!(held(&arena) <= 4 * MIB, "held {} bytes", held(&arena));
+        assert_eq!(arena.stats().heap_moves, 1);
+    }
+
+    /// Two live threads take turns running, each crossing a run boundary
+    /// first: the heap goes with the run, and every run after the first
+    /// takes the same places, warm.
+    #[test]
+    fn runs_that_move_between_threads_at_a_boundary_keep_their_places() {
+        let arena = ExecutionArena::new();
+        let (to_a, a_rx) = mpsc::channel::<()>();
+        let (to_b, b_rx) = mpsc::channel::<()>();
+        let (done, done_rx) = mpsc::channel::<Vec<usize>>();
+        std::thread::scope(|s| {
+            for rx in [a_rx, b_rx] {
+                let (arena, done) = (&arena, done.clone());
+                s.spawn(move || {
+                    while rx.recv().is_ok() {
+                        arena.begin_run();
+                        done.send(run(arena)).unwrap();
+                    }
+                });
+            }
+            to_a.send(()).unwrap();
+            let first = done_rx.recv().unwrap();
+            let cold = arena.stats().cold_allocations;
+            for r in 0..6 {
+                let to = if r % 2 == 0 { &to_b } else { &to_a };
+                to.send(()).unwrap();
+                assert_eq!(done_rx.recv().unwrap(), first, "run {r}");
+            }
+            assert_eq!(arena.stats().cold_allocations, cold, "warm runs");
+            assert_eq!(arena.stats().heap_moves, 7);
+            drop((to_a, to_b));
+        });
+        assert!(held(&arena) <= 4 * MIB, "held {} bytes", held(&arena));
+    }
+
+    /// A boundary crossed by a pool thread while the run's thread holds a
+    /// heap piece leaves the heap where it is.
+    #[test]
+    fn a_boundary_with_heap_pieces_live_does_not_move_the_heap() {
+        let arena = ExecutionArena::new();
+        let live = arena.allocate(2 * MIB, 64).unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                arena.begin_run();
+                drop(arena.allocate(2 * MIB, 64).unwrap());
+            });
+        });
+        assert_eq!(arena.stats().heap_moves, 1);
+        drop(live);
+        // The heap still serves this thread: the freed piece comes back.
+        let again = arena.allocate(2 * MIB, 64).unwrap();
+        assert_eq!(arena.stats().heap_moves, 1);
+        drop(again);
+    }
+
+    /// The heap's thread exits; the next thread that asks gets the heap
+    /// (or is the same thread-local address again, which serves as well)
+    /// and runs warm in the places the first found.
+    #[test]
+    fn the_next_thread_gets_the_heap_after_its_thread_exits() {
+        let arena = ExecutionArena::new();
+        let first = std::thread::scope(|s| s.spawn(|| run(&arena)).join().unwrap());
+        let cold = arena.stats().cold_allocations;
+        for _ in 0..3 {
+            // A native join: the thread's exit (its caches' flush) is over.
+            let a = &arena as *const ExecutionArena as usize;
+            let t = std::thread::spawn(move || {
+                // SAFETY: the arena outlives the thread, joined below.
+                let arena = unsafe { &*(a as *const ExecutionArena) };
+                run(arena)
+            });
+            assert_eq!(t.join().unwrap(), first);
+        }
+        assert_eq!(arena.stats().cold_allocations, cold, "warm runs");
+        assert!(held(&arena) <= 4 * MIB, "held {} bytes", held(&arena));
+    }
+}
