@@ -213,3 +213,85 @@ fn retained_buffers_serve_every_size_their_class_has_seen() {
         }
     }
 }
+
+/// Where the runs of [`held_after_runs`] take place.
+#[derive(Clone, Copy, Debug)]
+enum Where {
+    /// On the thread that made the arena.
+    Maker,
+    /// All on one other thread.
+    Other,
+    /// Each on a new thread, joined before the next starts.
+    EachNew,
+}
+
+/// Held bytes (live and retained) after a cold run and `WARM_RUNS` warm
+/// runs of `r` at alignment 64, and the warm runs' cold allocations.
+fn held_after_runs(r: &Replay, at: Where) -> (usize, u64) {
+    let arena = ExecutionArena::new();
+    let one = |run: u8| {
+        let mut slots = vec![core::ptr::null_mut(); r.sizes.len()];
+        assert!(
+            r.run(&Api2(&arena), 64, run, &mut slots),
+            "{}: refused",
+            r.name
+        );
+    };
+    let mut cold = 0;
+    for run in 0..=WARM_RUNS as u8 {
+        match at {
+            Where::Maker => one(run),
+            Where::Other => {
+                // One thread for every run: spawned once, below.
+                break;
+            }
+            // A native join: the thread's exit (its caches' flush) is over.
+            Where::EachNew => std::thread::scope(|s| s.spawn(|| one(run)).join().unwrap()),
+        }
+        if run == 0 {
+            cold = arena.stats().cold_allocations;
+        }
+    }
+    if let Where::Other = at {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                one(0);
+                cold = arena.stats().cold_allocations;
+                for run in 1..=WARM_RUNS as u8 {
+                    one(run);
+                }
+            })
+            .join()
+            .unwrap()
+        });
+    }
+    let s = arena.stats();
+    (s.live_bytes + s.retained_bytes, s.cold_allocations - cold)
+}
+
+/// Runtimes make their arenas on one thread (at start-up) and run on
+/// another (a worker), or on whichever worker is free: the execution heap
+/// goes to the thread that asks (`arena/heap_owner.rs`), so those runs
+/// hold what runs on the maker's thread hold, and repeat warm. (The heap
+/// used to serve the maker only: MiniMalloc's trace A run on another
+/// thread held 3.0x as much, in own classes.)
+#[test]
+#[cfg_attr(miri, ignore)]
+fn runs_off_the_makers_thread_hold_what_its_runs_hold() {
+    let Some(dir) = planner_data() else {
+        return;
+    };
+    for (name, bufs) in load_traces(&dir, &["minimalloc", "tvm"]) {
+        let r = Replay::new(&name, &bufs, 1, 0);
+        let maker = held_after_runs(&r, Where::Maker);
+        for at in [Where::Other, Where::EachNew] {
+            let got = held_after_runs(&r, at);
+            eprintln!(
+                "{name}: held {} B on the maker, {at:?} {} B",
+                maker.0, got.0
+            );
+            assert_eq!(got.0, maker.0, "{name}: {at:?}");
+            assert_eq!(got.1, 0, "{name}: {at:?}: cold allocations in warm runs");
+        }
+    }
+}
