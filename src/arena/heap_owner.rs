@@ -12,19 +12,26 @@
 //! 1.24x its live peak instead of 1.00x; a MiniMalloc one 6.4x instead of
 //! 1.7x).
 //!
-//! Later the heap moves when its thread has exited (its cache for the
-//! arena is gone: threads in turn, a pool that retires idle workers) and
-//! no heap piece is live, to the next thread that asks; and at a run
-//! boundary
-//! ([`ExecutionArena::begin_run`](crate::ExecutionArena::begin_run), a
-//! session's `RunContext::new` and `clear`) and only while no heap piece
-//! is live: a run that starts on another worker than the last one takes
-//! the heap with it, while a pool thread that helps a run in progress
-//! never takes it from the run's thread (the run's pieces are live). An
-//! empty heap is in its starting state, so the new thread's runs repeat
-//! their placement as the old thread's did. The scoped global allocator's
-//! `enter` is not such a boundary: pool threads open scopes in the middle
-//! of runs.
+//! Later the heap moves only while no heap piece is live (an empty heap
+//! is in its starting state, so the new thread's runs repeat the old
+//! thread's placement):
+//!
+//! - when its thread has exited (its cache for the arena is gone: threads
+//!   in turn, a pool that retires idle workers), to the next thread that
+//!   asks;
+//! - at a run boundary
+//!   ([`ExecutionArena::begin_run`](crate::ExecutionArena::begin_run), a
+//!   session's `RunContext::new` and `clear`), to the thread crossing it: a
+//!   run that starts on another worker than the last one takes the heap
+//!   with it. A boundary that finds a heap piece live (another thread's
+//!   run in progress) moves nothing and marks the arena's runs as
+//!   overlapping; from then on boundaries leave the heap with its thread,
+//!   so overlapping runs do not pass it back and forth and fill both the
+//!   heap and own classes.
+//!
+//! A pool thread helping a run in progress never takes the heap (the run's
+//! pieces are live). The scoped global allocator's `enter` is not a
+//! boundary here: pool threads open scopes in the middle of runs.
 //!
 //! Moving it bumps the heap's version, so the old thread's slot
 //! (`tcache/heap_slot.rs`) never serves a piece it was lent before; a
@@ -85,8 +92,9 @@ impl ArenaCore {
 
     /// A run boundary on the calling thread: the execution heap moves to it
     /// when no heap piece is live once the pieces other threads' slots
-    /// offer are claimed back. Costs one load when it serves this thread
-    /// already (or the arena has no heap).
+    /// offer are claimed back, unless runs were seen overlapping (then only
+    /// when its thread has exited). Costs one load when it serves this
+    /// thread already (or the arena has no heap).
     pub(crate) fn heap_boundary(&self) {
         let me = thread_token();
         let owner = self.heap_thread.load(Relaxed);
@@ -100,7 +108,11 @@ impl ArenaCore {
         if !st.heap_is_empty() {
             tcache::claim_offers(&mut st, self, |b| matches!(b.place, Place::Heap(_)));
         }
-        if st.heap_is_empty() {
+        if !st.heap_is_empty() {
+            // Another thread's run is in progress: runs on this arena
+            // overlap, and the heap stays with its thread from now on.
+            st.heap_runs_overlap = true;
+        } else if !st.heap_runs_overlap || st.heap_thread_gone() {
             self.adopt_heap(&mut st, me);
         }
     }
@@ -218,6 +230,39 @@ mod tests {
         let again = arena.allocate(2 * MIB, 64).unwrap();
         assert_eq!(arena.stats().heap_moves, 1);
         drop(again);
+    }
+
+    /// Two threads whose runs overlap: the first boundary that finds the
+    /// other's run in progress stops boundaries from moving the heap, so
+    /// the heap stays with one thread and the other's runs keep to own
+    /// classes (no run passes the heap back and forth).
+    #[test]
+    fn overlapping_runs_stop_boundary_moves() {
+        let arena = ExecutionArena::new();
+        let (go_b, b_rx) = mpsc::channel::<()>();
+        let (b_done, b_done_rx) = mpsc::channel::<()>();
+        std::thread::scope(|s| {
+            let arena = &arena;
+            s.spawn(move || {
+                while b_rx.recv().is_ok() {
+                    arena.begin_run();
+                    drop(arena.allocate(2 * MIB, 64).unwrap());
+                    b_done.send(()).unwrap();
+                }
+            });
+            // This thread's run, with a piece live while B's run starts.
+            arena.begin_run();
+            let a = arena.allocate(2 * MIB, 64).unwrap();
+            go_b.send(()).unwrap();
+            b_done_rx.recv().unwrap();
+            assert_eq!(arena.stats().heap_moves, 1, "B's boundary found A's run");
+            drop(a);
+            // The heap is empty now, but runs overlap: B's boundary stays.
+            go_b.send(()).unwrap();
+            b_done_rx.recv().unwrap();
+            assert_eq!(arena.stats().heap_moves, 1);
+            drop(go_b);
+        });
     }
 
     /// The heap's thread exits; the next thread that asks gets the heap

@@ -113,6 +113,9 @@ pub(crate) struct ArenaState {
     pub heap_cache: *const crate::arena::tcache::Cache,
     /// `heap_cache` was unregistered since (`note_cache_gone`).
     pub heap_cache_gone: bool,
+    /// A run boundary found another thread's heap piece live: runs
+    /// overlap, and boundaries no longer move the heap (`heap_owner.rs`).
+    pub heap_runs_overlap: bool,
     pub heap: Heap,
     pub pins: PinTable,
     pub config: ArenaConfig,
@@ -192,6 +195,7 @@ impl ArenaState {
             heap_thread: 0,
             heap_cache: core::ptr::null(),
             heap_cache_gone: false,
+            heap_runs_overlap: false,
             heap: Heap::default(),
             pins: PinTable::default(),
             config,
