@@ -16,9 +16,9 @@
 //! is in its starting state, so the new thread's runs repeat the old
 //! thread's placement):
 //!
-//! - when its thread has exited (its cache for the arena is gone: threads
-//!   in turn, a pool that retires idle workers), to the next thread that
-//!   asks;
+//! - when its thread has exited (its life flag, `thread_life.rs`, is
+//!   cleared: threads in turn, a pool that retires idle workers), to the
+//!   next thread that asks;
 //! - at a run boundary
 //!   ([`ExecutionArena::begin_run`](crate::ExecutionArena::begin_run), a
 //!   session's `RunContext::new` and `clear`), to the thread crossing it: a
@@ -52,18 +52,9 @@ impl ArenaState {
         self.heap.segs.iter().all(|s| s.live == 0)
     }
 
-    /// Under the lock: the cache at `c` was unregistered (its thread
-    /// exited or dropped it); if it was the heap's thread's, that thread
-    /// is gone (a new cache may reuse the address: the mark stays).
-    pub(crate) fn note_cache_gone(&mut self, c: *const tcache::Cache) {
-        if c == self.heap_cache {
-            self.heap_cache_gone = true;
-        }
-    }
-
-    /// Whether the heap's thread is known to have let go of its cache.
+    /// Whether the heap's thread is known to have exited.
     fn heap_thread_gone(&self) -> bool {
-        self.heap_cache_gone || tcache::cache_thread_gone(self, self.heap_cache)
+        self.heap_life.as_ref().is_some_and(|l| !l.alive())
     }
 }
 
@@ -122,8 +113,10 @@ impl ArenaCore {
     fn adopt_heap(&self, st: &mut ArenaState, me: usize) {
         debug_assert!(st.heap_is_empty(), "the heap moved with pieces live");
         st.heap_thread = me;
-        st.heap_cache = tcache::own_cache_id(self);
-        st.heap_cache_gone = false;
+        // The flag may be made (an allocation) and the old one dropped:
+        // through the backing allocator, never this locked arena.
+        let _m = super::metadata::enter();
+        st.heap_life = super::thread_life::Life::current();
         self.heap_thread.store(me, Relaxed);
         // No slot serves or keeps a piece lent before the move.
         st.heap.version += 1;

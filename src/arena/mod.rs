@@ -73,6 +73,7 @@ pub(crate) mod state;
 pub(crate) mod tcache;
 #[cfg(test)]
 mod tests;
+mod thread_life;
 mod warm;
 
 pub use config::ArenaConfig;

@@ -108,11 +108,9 @@ pub(crate) struct ArenaState {
     /// differently run by run break; own classes do not depend on it. It
     /// moves only while no heap piece is live (`heap_owner.rs`).
     pub heap_thread: usize,
-    /// The heap's thread's cache for this arena when it took the heap
-    /// (null when it had none): gone, that thread has exited.
-    pub heap_cache: *const crate::arena::tcache::Cache,
-    /// `heap_cache` was unregistered since (`note_cache_gone`).
-    pub heap_cache_gone: bool,
+    /// The heap's thread's life flag (`thread_life.rs`; `None` when it
+    /// could not be read): cleared, that thread has exited.
+    pub heap_life: Option<super::thread_life::Life>,
     /// A run boundary found another thread's heap piece live: runs
     /// overlap, and boundaries no longer move the heap (`heap_owner.rs`).
     pub heap_runs_overlap: bool,
@@ -193,8 +191,7 @@ impl ArenaState {
             run_index: RunIndex::default(),
             heap_on: false,
             heap_thread: 0,
-            heap_cache: core::ptr::null(),
-            heap_cache_gone: false,
+            heap_life: None,
             heap_runs_overlap: false,
             heap: Heap::default(),
             pins: PinTable::default(),

@@ -950,34 +950,6 @@ pub(crate) fn settle_large(st: &mut ArenaState, core: &ArenaCore, c: Class) {
     );
 }
 
-/// This thread's cache for `core`, as an identity to compare (null when
-/// it has none): the execution heap keeps its thread's (`heap_owner.rs`).
-pub(crate) fn own_cache_id(core: &ArenaCore) -> *const Cache {
-    if cfg!(loom) {
-        return core::ptr::null();
-    }
-    slotted(core, core.id).map_or(core::ptr::null(), |p| p.cast_const())
-}
-
-/// Under the arena's lock: whether the thread of the cache `id` (from
-/// [`own_cache_id`]; null: unknown, `false`) has let go of it: it is no
-/// longer registered, or its thread left it for the arena to free. (A
-/// cache unregistered since whose memory a new cache reuses reads as
-/// alive here: the heap's state keeps its own mark of the unregistering,
-/// `ArenaState::note_cache_gone`.)
-pub(crate) fn cache_thread_gone(st: &ArenaState, id: *const Cache) -> bool {
-    if id.is_null() {
-        return false;
-    }
-    match st.caches.iter().find(|p| p.as_ptr().cast_const() == id) {
-        // Unregistered, and no cache registered since at its address.
-        None => true,
-        // SAFETY: registered caches stay allocated while registered, and
-        // the caller holds the arena's lock (see `sweep_caches`).
-        Some(p) => unsafe { p.as_ref() }.link.thread_left(),
-    }
-}
-
 /// Under the arena's lock, when this thread becomes the execution heap's
 /// (`heap_owner.rs`): every buffer its large slots and its heap slot hold
 /// goes back to the arena, and the lent ones are forgotten. From now on
@@ -1450,7 +1422,6 @@ unsafe fn leave(c: NonNull<Cache>) {
             st.cached_bytes -= o.published;
             st.absorbed_frees += o.frees;
             st.caches.retain(|&p| p != c);
-            st.note_cache_gone(c.as_ptr());
         })
     };
     // SAFETY: unregistered, so the arena no longer refers to it.
@@ -1556,7 +1527,6 @@ impl ArenaState {
                 self.absorbed_frees += c.counters.frees.load(Relaxed);
                 self.peak_absorbed = self.peak_absorbed.max(c.counters.peak.load(Relaxed));
                 self.caches.swap_remove(k);
-                self.note_cache_gone(p.as_ptr());
                 if c.link.arena_leaves() {
                     // SAFETY: both sides left and it is unregistered.
                     unsafe { Cache::free(p) };
