@@ -89,12 +89,14 @@ pub struct ArenaStats {
     /// of operations that take the lock is what bounds how many cores can
     /// use one arena at once. The `stats` call that reads it counts itself.
     pub locked_operations: u64,
-    /// Times the execution heap was taken by a thread: the first thread to
-    /// ask it for a buffer, then a thread crossing a run boundary
+    /// Times the execution heap (which serves one thread's buffers of 64
+    /// KiB and up at a time, at first the arena's maker's) moved to another
+    /// thread: at a run boundary crossed by that thread
     /// ([`ExecutionArena::begin_run`](crate::ExecutionArena::begin_run),
-    /// a session's run context) while no heap buffer was live. A runtime
-    /// whose runs move between worker threads sees it climb by one a move;
-    /// 0 for arenas without a heap.
+    /// a session's run context), or to the next thread that asked after its
+    /// thread exited; each time only while no heap buffer was live. A
+    /// runtime whose runs move between worker threads sees it climb by one
+    /// a move.
     pub heap_moves: u64,
     /// The arena's own system calls.
     pub os: OsStats,

@@ -219,16 +219,24 @@ fn retained_buffers_serve_every_size_their_class_has_seen() {
 enum Where {
     /// On the thread that made the arena.
     Maker,
-    /// All on one other thread.
+    /// All on one other thread, the first after a run boundary.
     Other,
-    /// Each on a new thread, joined before the next starts.
+    /// Each on a new thread, after a run boundary, joined before the next
+    /// starts (a pool's workers in turn).
     EachNew,
+    /// On this thread, with no boundary, the arena made by a thread that
+    /// has exited (a loader).
+    LoaderMade,
 }
 
 /// Held bytes (live and retained) after a cold run and `WARM_RUNS` warm
 /// runs of `r` at alignment 64, and the warm runs' cold allocations.
 fn held_after_runs(r: &Replay, at: Where) -> (usize, u64) {
-    let arena = ExecutionArena::new();
+    let arena = match at {
+        // A native join: the loader's exit is over.
+        Where::LoaderMade => std::thread::spawn(ExecutionArena::new).join().unwrap(),
+        _ => ExecutionArena::new(),
+    };
     let one = |run: u8| {
         let mut slots = vec![core::ptr::null_mut(); r.sizes.len()];
         assert!(
@@ -238,43 +246,55 @@ fn held_after_runs(r: &Replay, at: Where) -> (usize, u64) {
         );
     };
     let mut cold = 0;
-    for run in 0..=WARM_RUNS as u8 {
-        match at {
-            Where::Maker => one(run),
-            Where::Other => {
-                // One thread for every run: spawned once, below.
-                break;
-            }
-            // A native join: the thread's exit (its caches' flush) is over.
-            Where::EachNew => std::thread::scope(|s| s.spawn(|| one(run)).join().unwrap()),
-        }
+    let mut note_cold = |run: u8| {
         if run == 0 {
             cold = arena.stats().cold_allocations;
         }
-    }
-    if let Where::Other = at {
-        std::thread::scope(|s| {
+    };
+    match at {
+        Where::Maker | Where::LoaderMade => {
+            for run in 0..=WARM_RUNS as u8 {
+                one(run);
+                note_cold(run);
+            }
+        }
+        Where::Other => std::thread::scope(|s| {
             s.spawn(|| {
-                one(0);
-                cold = arena.stats().cold_allocations;
-                for run in 1..=WARM_RUNS as u8 {
+                arena.begin_run();
+                for run in 0..=WARM_RUNS as u8 {
                     one(run);
+                    note_cold(run);
                 }
             })
             .join()
             .unwrap()
-        });
+        }),
+        Where::EachNew => {
+            for run in 0..=WARM_RUNS as u8 {
+                std::thread::scope(|s| {
+                    s.spawn(|| {
+                        arena.begin_run();
+                        one(run)
+                    })
+                    .join()
+                    .unwrap()
+                });
+                note_cold(run);
+            }
+        }
     }
     let s = arena.stats();
     (s.live_bytes + s.retained_bytes, s.cold_allocations - cold)
 }
 
-/// Runtimes make their arenas on one thread (at start-up) and run on
-/// another (a worker), or on whichever worker is free: the execution heap
-/// goes to the thread that asks (`arena/heap_owner.rs`), so those runs
-/// hold what runs on the maker's thread hold, and repeat warm. (The heap
-/// used to serve the maker only: MiniMalloc's trace A run on another
-/// thread held 3.0x as much, in own classes.)
+/// Runtimes make their arenas on one thread (at start-up, a loader) and
+/// run on another (a worker), or on whichever worker is free: the
+/// execution heap moves to a run's thread at a run boundary and to the
+/// next thread that asks once its thread has exited
+/// (`arena/heap_owner.rs`), so those runs hold what runs on the maker's
+/// thread hold, and repeat warm. (The heap used to serve the maker only:
+/// MiniMalloc's trace A run on another thread held 3.0x as much, in own
+/// classes.)
 #[test]
 #[cfg_attr(miri, ignore)]
 fn runs_off_the_makers_thread_hold_what_its_runs_hold() {
@@ -284,7 +304,7 @@ fn runs_off_the_makers_thread_hold_what_its_runs_hold() {
     for (name, bufs) in load_traces(&dir, &["minimalloc", "tvm"]) {
         let r = Replay::new(&name, &bufs, 1, 0);
         let maker = held_after_runs(&r, Where::Maker);
-        for at in [Where::Other, Where::EachNew] {
+        for at in [Where::Other, Where::EachNew, Where::LoaderMade] {
             let got = held_after_runs(&r, at);
             eprintln!(
                 "{name}: held {} B on the maker, {at:?} {} B",

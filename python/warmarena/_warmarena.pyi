@@ -49,8 +49,9 @@ class ArenaStats(TypedDict):
     allocations and frees take none; reading the stats counts one)."""
     heap_moves: int
     """Times the execution heap (an execution arena's buffers of 64 KiB and
-    up, one thread's at a time) was taken by a thread: the first to ask,
-    then a run's thread at a run boundary while no heap buffer was live."""
+    up, one thread's at a time, at first the maker's) moved to another
+    thread: a run's thread at a run boundary, or the next to ask after its
+    thread exited; only while no heap buffer was live."""
     os: OsStats
 
 class Faults(TypedDict):

@@ -234,7 +234,7 @@ impl ArenaCore {
                 }
             }
             let mut st = self.lock();
-            self.adopt_unowned_heap(&mut st);
+            self.adopt_orphaned_heap(&mut st);
             if let Some(g) = st.take_exact(c, eff, align, &self.os) {
                 return Ok(g);
             }
@@ -350,7 +350,7 @@ impl ArenaCore {
             return Ok(g);
         }
         let mut st = self.lock();
-        self.adopt_unowned_heap(&mut st);
+        self.adopt_orphaned_heap(&mut st);
         if let Some(g) = st.take_exact(c, eff, align, &self.os) {
             tcache::note_lent(&st, self, c, &g);
             return Ok(g);
@@ -394,7 +394,7 @@ impl ArenaCore {
         align: usize,
         large: bool,
     ) -> Result<Grant, ArenaError> {
-        self.adopt_unowned_heap(&mut st);
+        self.adopt_orphaned_heap(&mut st);
         // A buffer of the class this thread's large slot holds but could
         // not serve this request with: back to the arena, which serves it.
         tcache::settle_large(&mut st, self, c);
@@ -944,8 +944,7 @@ impl CoreHandle {
                 pattern_on,
                 // The execution heap's thread (a thread-local's address:
                 // never 0); pattern mode keeps the class lists.
-                // No thread yet: the first to ask the heap takes it
-                // (`heap_owner.rs`).
+                // Set below for arenas with a heap.
                 heap_thread: core::sync::atomic::AtomicUsize::new(0),
                 pattern_fast: CachePadded::new(Default::default()),
             })
@@ -957,10 +956,19 @@ impl CoreHandle {
         // keeps its provenance so the owner table can lead back to it.
         unsafe { (*raw).state.get_mut().owner = Owner(raw.cast()) };
         // SAFETY: as above. Execution arenas place the large buffers of one
-        // thread at a time in the execution heap (`heap.rs`,
-        // `heap_owner.rs`); pattern mode keeps the class lists.
+        // thread at a time in the execution heap (`heap.rs`), at first the
+        // one that made the arena (`heap_owner.rs`); pattern mode keeps the
+        // class lists.
         unsafe {
-            (*raw).state.get_mut().heap_on = kind == ArenaKind::Execution && !config.pattern;
+            if kind == ArenaKind::Execution && !config.pattern {
+                let _m = metadata::enter();
+                let me = super::heap::thread_token();
+                *(*raw).heap_thread.get_mut() = me;
+                let st = (*raw).state.get_mut();
+                st.heap_on = true;
+                st.heap_thread = me;
+                st.heap_life = super::thread_life::Life::current();
+            }
         }
         // SAFETY: as above, the body is not shared yet.
         unsafe {
