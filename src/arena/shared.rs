@@ -943,8 +943,8 @@ impl CoreHandle {
                 os: OsCounters::new(),
                 pattern_on,
                 // The execution heap's thread (a thread-local's address:
-                // never 0); pattern mode keeps the class lists.
-                // Set below for arenas with a heap.
+                // never 0), set below for arenas with a heap; pattern mode
+                // keeps the class lists.
                 heap_thread: core::sync::atomic::AtomicUsize::new(0),
                 pattern_fast: CachePadded::new(Default::default()),
             })

@@ -102,8 +102,8 @@ pub(crate) struct ArenaState {
     /// rather than to own-class lists: set for execution arenas not in
     /// pattern mode.
     pub heap_on: bool,
-    /// The thread the heap serves (`heap::thread_token`; 0 until a thread
-    /// asks it for a buffer). The heap's placement is repeatable only
+    /// The thread the heap serves (`heap::thread_token`): at first the one
+    /// that made the arena. The heap's placement is repeatable only
     /// when the order of requests is, which threads interleaving
     /// differently run by run break; own classes do not depend on it. It
     /// moves only while no heap piece is live (`heap_owner.rs`).
