@@ -90,12 +90,13 @@ impl ArenaCore {
     /// thread already (or the arena has no heap).
     pub(crate) fn heap_boundary(&self) {
         let me = thread_token();
+        // 0: the arena has no heap (an I/O arena, pattern mode).
         let owner = self.heap_thread.load(Relaxed);
-        if owner == me || self.kind != super::ArenaKind::Execution || self.pattern_on {
+        if owner == me || owner == 0 {
             return;
         }
         let mut st = self.lock();
-        if !st.heap_on || st.heap_thread == me {
+        if st.heap_thread == me {
             return;
         }
         if !st.heap_is_empty() {

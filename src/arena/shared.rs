@@ -371,6 +371,7 @@ impl ArenaCore {
             tcache::note_lent(&st, self, c, &g);
             return Ok(g);
         }
+        self.adopt_orphaned_heap(&mut st);
         self.serve_classed(st, c, eff, align, true)
     }
 
@@ -394,7 +395,6 @@ impl ArenaCore {
         align: usize,
         large: bool,
     ) -> Result<Grant, ArenaError> {
-        self.adopt_orphaned_heap(&mut st);
         // A buffer of the class this thread's large slot holds but could
         // not serve this request with: back to the arena, which serves it.
         tcache::settle_large(&mut st, self, c);
@@ -460,7 +460,10 @@ impl ArenaCore {
         }
         let mut st = self.lock();
         match class_of(eff) {
-            Some(c) => self.serve_classed(st, c, eff, align, false),
+            Some(c) => {
+                self.adopt_orphaned_heap(&mut st);
+                self.serve_classed(st, c, eff, align, false)
+            }
             None => {
                 let _m = metadata::enter();
                 st.map_dedicated(eff, align, &self.os)
