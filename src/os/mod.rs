@@ -84,7 +84,9 @@ pub struct MapRequest {
     /// Bytes to map; rounded up to whole pages.
     pub len: usize,
     /// Alignment of the first byte; a power of two. Values at or below the
-    /// page size cost nothing; larger ones over-map and trim.
+    /// page size cost nothing; larger ones over-map and trim (three calls),
+    /// except up to 2 MiB for a length that is a multiple of 2 MiB where
+    /// the kernel aligns such mappings itself (Linux 6.7 on: one call).
     pub align: usize,
     /// Ask for transparent huge pages (`MADV_HUGEPAGE`).
     pub huge_pages: bool,
@@ -209,6 +211,71 @@ mod tests {
         assert_eq!(round_to_pages(1), Some(p));
         assert_eq!(round_to_pages(p), Some(p));
         assert_eq!(round_to_pages(usize::MAX), None);
+    }
+
+    /// Whether this kernel places an anonymous mapping of `len` bytes (a
+    /// multiple of 2 MiB) on a 2 MiB boundary, probed with a raw `mmap`.
+    #[cfg(not(miri))]
+    fn kernel_aligns(len: usize) -> bool {
+        // SAFETY: a fresh anonymous mapping, unmapped below, used for nothing.
+        unsafe {
+            let p = libc::mmap(
+                core::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(p, libc::MAP_FAILED);
+            libc::munmap(p, len);
+            p as usize % HUGE_PAGE_SIZE == 0
+        }
+    }
+
+    #[test]
+    #[cfg(not(miri))]
+    fn a_huge_page_aligned_mapping_takes_one_call_where_the_kernel_aligns() {
+        let c = OsCounters::new();
+        let len = 3 * HUGE_PAGE_SIZE;
+        let req = MapRequest {
+            len,
+            align: HUGE_PAGE_SIZE,
+            huge_pages: false,
+            prefault: false,
+        };
+        let aligns = kernel_aligns(len);
+        let p = map(req, &c).unwrap();
+        assert_eq!(p.as_ptr() as usize % HUGE_PAGE_SIZE, 0);
+        let s = c.snapshot();
+        if aligns {
+            assert_eq!(
+                (s.maps, s.unmaps),
+                (1, 0),
+                "the exact length came back aligned"
+            );
+            assert!(sys::exact_may_align());
+        } else {
+            println!("this kernel does not align 2 MiB-multiple mappings: over-mapping checked");
+            // At most: the exact try and its unmap, the over-map and its two trims.
+            assert!(s.maps <= 2 && s.unmaps <= 3, "{s:?}");
+            assert!(!sys::exact_may_align());
+        }
+        assert_eq!(s.mapped_bytes, len as u64);
+        // SAFETY: `p` was just mapped with this length and is not used afterwards.
+        unsafe { unmap(p, len, &c) };
+        // A length off the 2 MiB grid over-maps and trims, aligned all the same.
+        let c = OsCounters::new();
+        let req = MapRequest {
+            len: HUGE_PAGE_SIZE + 4096,
+            ..req
+        };
+        let p = map(req, &c).unwrap();
+        assert_eq!(p.as_ptr() as usize % HUGE_PAGE_SIZE, 0);
+        assert_eq!(c.snapshot().maps, 1);
+        assert_eq!(c.snapshot().mapped_bytes, (HUGE_PAGE_SIZE + 4096) as u64);
+        // SAFETY: as above.
+        unsafe { unmap(p, HUGE_PAGE_SIZE + 4096, &c) };
     }
 
     #[test]

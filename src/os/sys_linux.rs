@@ -2,7 +2,7 @@
 
 use super::{OsCounters, OsError};
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 
 static PAGE_SIZE: AtomicUsize = AtomicUsize::new(0);
 
@@ -26,38 +26,77 @@ fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
-/// Maps `len` bytes (a page multiple) at `align` (a power of two ≥ the page size).
-pub(super) fn map(len: usize, align: usize, c: &OsCounters) -> Result<NonNull<u8>, OsError> {
-    let page = page_size();
-    let over = if align > page {
-        len.checked_add(align - page).ok_or(OsError::BadLayout)?
-    } else {
-        len
-    };
+/// Whether an exact-length mapping may still come back aligned (below).
+/// Cleared the first time one does not: the kernel does not align them, and
+/// every later aligned mapping over-maps at once.
+static EXACT_MAY_ALIGN: AtomicBool = AtomicBool::new(true);
+
+/// The alignment the kernel gives an anonymous mapping whose length is a
+/// multiple of it (Linux 6.7 and later, with transparent huge pages built
+/// in: the PMD size, 2 MiB on x86_64).
+const KERNEL_ALIGN: usize = super::HUGE_PAGE_SIZE;
+
+/// One anonymous private read-write mapping of `len` bytes wherever the
+/// kernel puts it; `None` (errno kept) when it refuses.
+fn map_anywhere(len: usize) -> Option<usize> {
     // SAFETY: an anonymous private mapping with a null hint touches no existing memory.
     let raw = unsafe {
         libc::mmap(
             core::ptr::null_mut(),
-            over,
+            len,
             libc::PROT_READ | libc::PROT_WRITE,
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
             -1,
             0,
         )
     };
-    if raw == libc::MAP_FAILED {
-        return Err(OsError::MapFailed {
+    (raw != libc::MAP_FAILED).then_some(raw as usize)
+}
+
+/// Maps `len` bytes (a page multiple) at `align` (a power of two ≥ the page size).
+///
+/// Up to 2 MiB, with `len` a multiple of 2 MiB, the exact length is tried
+/// first: kernels from 6.7 place such mappings on a 2 MiB boundary, so one
+/// call suffices. Otherwise (or when that came back unaligned, which turns
+/// the try off for the process) `align - page` bytes more are mapped and
+/// the unaligned head and tail unmapped: three calls.
+pub(super) fn map(len: usize, align: usize, c: &OsCounters) -> Result<NonNull<u8>, OsError> {
+    let page = page_size();
+    if align > page
+        && align <= KERNEL_ALIGN
+        && len % KERNEL_ALIGN == 0
+        && EXACT_MAY_ALIGN.load(Relaxed)
+    {
+        let base = map_anywhere(len).ok_or_else(|| OsError::MapFailed {
             len,
             errno: errno(),
-        });
+        })?;
+        if base % align == 0 {
+            c.count_map(len);
+            // SAFETY: mmap succeeded, so `base` is non-null.
+            return Ok(unsafe { NonNull::new_unchecked(base as *mut u8) });
+        }
+        EXACT_MAY_ALIGN.store(false, Relaxed);
+        c.count_map(0);
+        // SAFETY: [base, base+len) is the mapping just made, unused.
+        unsafe { libc::munmap(base as *mut libc::c_void, len) };
+        c.count_unmap(len, true);
     }
-    let base = raw as usize;
+    let over = if align > page {
+        len.checked_add(align - page).ok_or(OsError::BadLayout)?
+    } else {
+        len
+    };
+    let base = map_anywhere(over).ok_or_else(|| OsError::MapFailed {
+        len,
+        errno: errno(),
+    })?;
     let start = (base + align - 1) & !(align - 1);
     let head = start - base;
     let tail = over - head - len;
     if head > 0 {
         // SAFETY: [base, base+head) is the unused front of the mapping made above.
-        unsafe { libc::munmap(raw, head) };
+        unsafe { libc::munmap(base as *mut libc::c_void, head) };
         c.count_unmap(head, true);
     }
     if tail > 0 {
@@ -68,6 +107,12 @@ pub(super) fn map(len: usize, align: usize, c: &OsCounters) -> Result<NonNull<u8
     c.count_map(len);
     // SAFETY: mmap succeeded, so `start` is non-null.
     Ok(unsafe { NonNull::new_unchecked(start as *mut u8) })
+}
+
+/// Whether aligned mappings still try the exact length first (tests).
+#[cfg(test)]
+pub(super) fn exact_may_align() -> bool {
+    EXACT_MAY_ALIGN.load(Relaxed)
 }
 
 pub(super) fn advise_huge(ptr: NonNull<u8>, len: usize, on: bool, c: &OsCounters) {
