@@ -122,6 +122,20 @@ unsafe fn reallocate(
         }
         return Ok(NonNull::slice_from_raw_parts(ptr, cap));
     }
+    // An execution-heap piece grows into the free space above it, if any.
+    if addr % new.align() == 0 {
+        if let Some(grown) = core.grow_in_place(addr, new.size(), new.align()) {
+            if zero_tail {
+                // SAFETY: [old.size, new.size) lies within the grown capacity.
+                unsafe {
+                    ptr.as_ptr()
+                        .add(old.size())
+                        .write_bytes(0, new.size() - old.size())
+                };
+            }
+            return Ok(NonNull::slice_from_raw_parts(ptr, grown));
+        }
+    }
     let fresh = allocate(core, new, zero_tail)?;
     let keep = old.size().min(new.size());
     // SAFETY: both buffers hold at least `keep` bytes and are distinct live buffers.

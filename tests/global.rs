@@ -143,6 +143,32 @@ fn realloc_inside_and_outside_the_scope() {
 }
 
 #[test]
+fn a_vec_grown_in_its_scope_stops_moving_once_in_the_heap() {
+    let arena = ExecutionArena::new();
+    let g = global::enter(&arena);
+    let before = (global::stats(), arena.stats());
+    let mut v: Vec<u8> = Vec::new();
+    let (mut at, mut moves_in_heap) = (0, 0);
+    for i in 0..(4u32 << 20) {
+        v.push(i as u8);
+        let now = v.as_ptr() as usize;
+        if now != at && v.capacity() > 128 << 10 {
+            moves_in_heap += 1;
+        }
+        at = now;
+    }
+    let after = (global::stats(), arena.stats());
+    drop(g);
+    assert_eq!(moves_in_heap, 0, "a heap piece with room above grows in place");
+    // Copies only below 64 KiB (8 B, 16 B ... 32 KiB), then one into the heap.
+    let copied = after.1.copied_bytes - before.1.copied_bytes;
+    assert!(copied < 64 << 10, "{copied} bytes copied");
+    assert!(after.0.realloc_in_place - before.0.realloc_in_place >= 6);
+    assert_eq!(after.1.live_buffers, 1);
+    assert!(v.iter().enumerate().all(|(i, &b)| b == i as u8));
+}
+
+#[test]
 fn nested_scopes_over_two_arenas() {
     let a = ExecutionArena::new();
     let b = ExecutionArena::new();

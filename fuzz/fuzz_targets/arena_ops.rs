@@ -54,7 +54,8 @@ warmarena_fuzz::op_counts!(
         "warm_served",
         "evicting_ops",
         "free_on_thread",
-        "inexact_checks"
+        "inexact_checks",
+        "grown_in_place"
     ]
 );
 const ALLOC: usize = 0;
@@ -79,6 +80,7 @@ const WARM_SERVED: usize = 18;
 const EVICTING: usize = 19;
 const FREE_ON_THREAD: usize = 20;
 const INEXACT_CHECKS: usize = 21;
+const GROWN_IN_PLACE: usize = 22;
 
 #[derive(Debug)]
 enum Op {
@@ -463,7 +465,16 @@ impl World {
                 let size = (r.layout.size() + add).min(4 << 20).max(r.layout.size());
                 let align = r.layout.align().max(align_of(align_shift));
                 let new = Layout::from_size_align(size, align).unwrap();
-                let in_place = size <= r.cap && r.ptr.as_ptr() as usize % align == 0;
+                let aligned = r.ptr.as_ptr() as usize % align == 0;
+                let in_place = size <= r.cap && aligned;
+                // Past its capacity, a heap piece grows into the free
+                // extent above it (the model says whether there is room).
+                let (origin, held) = (r.origin, r.held);
+                let grown = match self.model(origin) {
+                    Some(m) if !in_place && aligned => m.grow_in_place(held, size, align),
+                    _ => None,
+                };
+                let r = &self.raw[i];
                 // SAFETY: `r.ptr` is a live block of this allocator made with
                 // `r.layout`, and `new.size() >= r.layout.size()`.
                 let p = unsafe { r.arena.alloc().grow(r.ptr, r.layout, new) }.expect("grow");
@@ -473,10 +484,14 @@ impl World {
                     "grow lost bytes"
                 );
                 assert_eq!(np.as_ptr() as usize % align, 0);
-                let origin = r.origin;
                 let old = r.held;
                 let held = if in_place {
                     assert_eq!(np, r.ptr, "grow within capacity moved");
+                    old
+                } else if let Some(cap) = grown {
+                    COUNTS.bump(GROWN_IN_PLACE);
+                    assert_eq!(np, r.ptr, "a heap piece with room above moved");
+                    assert_eq!(p.len(), cap, "grown capacity");
                     old
                 } else {
                     COUNTS.bump(GROW_MOVED);

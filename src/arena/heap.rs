@@ -32,6 +32,8 @@
 //! Records for the pieces a split makes come from vacant slots reserved on
 //! the cold path, so a warm allocation never allocates metadata.
 
+mod grow;
+
 use super::bitmap::ClassBitmap;
 use super::blocks::{Block, BlockState, List, Place, NIL};
 use super::error::ArenaError;
@@ -853,3 +855,7 @@ impl ArenaState {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "heap/grow_tests.rs"]
+mod grow_tests;

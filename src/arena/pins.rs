@@ -84,6 +84,17 @@ impl PinTable {
         Ok(())
     }
 
+    /// Whether block `i` is pinned (some shared owner holds it).
+    pub(crate) fn is_pinned(&self, i: u32) -> bool {
+        self.record(i).is_some_and(|r| {
+            // SAFETY: records live as long as the table.
+            unsafe { r.as_ref() }
+                .refs
+                .load(crate::sync::rc::Ordering::Relaxed)
+                != 0
+        })
+    }
+
     /// The record of block `i` (which `ensure` has covered).
     pub(crate) fn record(&self, i: u32) -> Option<NonNull<PinRecord>> {
         let i = i as usize;

@@ -696,7 +696,49 @@ impl ArenaCore {
     /// lent may go into its cache's slot for the class, or, on the
     /// execution heap's thread, into its heap slot.
     pub(crate) fn free_at_layout(&self, addr: usize, size: usize, align: usize) -> bool {
-        self.free_large_hit_at(addr, size, align) || self.free_at(addr)
+        if self.free_large_hit_at(addr, size, align) {
+            return true;
+        }
+        // A buffer of `CARVE_LIMIT` bytes or more is no small-class slot
+        // (every run-carved capacity is below it): its block is found in
+        // the address index alone, without the owner table's run tag and
+        // the run index that `free_at` asks first.
+        if size >= CARVE_LIMIT && !self.pattern_on && self.free_locked_large_at(addr) {
+            return true;
+        }
+        self.free_at(addr)
+    }
+
+    /// Grows the live buffer at `addr` in place to hold `size` bytes at
+    /// `align` (which `addr` meets) when it is a piece of the execution
+    /// heap, the calling thread is the heap's, and the free extent just
+    /// above the piece is long enough (`heap/grow.rs`): its new capacity,
+    /// what a new piece for that request would have; `None` (nothing
+    /// changed) otherwise. The caller holds the buffer.
+    #[inline(never)]
+    pub(crate) fn grow_in_place(&self, addr: usize, size: usize, align: usize) -> Option<usize> {
+        if self.pattern_on || size < CARVE_LIMIT || !self.on_heap_thread() {
+            return None;
+        }
+        let eff = aligned_size(size, align)?;
+        tcache::prepare(self);
+        let mut st = self.lock();
+        // The piece this thread's heap slot keeps back goes back to the
+        // heap first, as before any request the heap serves.
+        tcache::settle_heap(&mut st, self);
+        st.heap_grow_at(addr, eff, &self.os)
+    }
+
+    /// Returns the live buffer of `CARVE_LIMIT` bytes or more at `addr`
+    /// under the lock; `false` (no change) when the address index names no
+    /// live block there. The caller holds a handle.
+    #[inline(never)]
+    fn free_locked_large_at(&self, addr: usize) -> bool {
+        let mut st = self.lock();
+        match st.large_block_at(addr) {
+            Some(i) => st.free(i, addr, &self.os),
+            None => false,
+        }
     }
 
     /// The lock-free frees of a buffer of 32 KiB and up, requested as

@@ -261,6 +261,15 @@ impl ArenaState {
         }
     }
 
+    /// A live buffer grew in place by `extra` bytes.
+    #[inline]
+    pub(crate) fn note_grown(&mut self, extra: usize) {
+        self.stats.live_bytes += extra;
+        if self.stats.live_bytes > self.stats.peak_live_bytes {
+            self.note_peak();
+        }
+    }
+
     /// Live bytes less what thread caches hold, as the peak if higher:
     /// this thread's own cache by its current counters, every other cache
     /// by the bytes it last published (`cached_bytes`). Exact on one
@@ -309,6 +318,14 @@ impl ArenaState {
             Some(block) => block,
             None => self.by_addr.get(&addr).copied(),
         }
+    }
+
+    /// The address index's block at `addr` (live or not), for a buffer
+    /// known not to be a small-class slot: [`ArenaState::indexed_block`]
+    /// without the run index.
+    #[inline]
+    pub(crate) fn large_block_at(&self, addr: usize) -> Option<u32> {
+        self.by_addr.get(&addr).copied()
     }
 
     /// Gives every mapping back to the OS. Called once, when the last handle

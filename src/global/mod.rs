@@ -522,7 +522,16 @@ impl<B: GlobalAlloc> ScopedGlobal<B> {
                 None => return core::ptr::null_mut(),
             },
         };
-        if new_size <= cap {
+        // Past its capacity, a heap piece may grow into the free space above
+        // it, but only where routing would send the new buffer to the same
+        // arena anyway (its scope is the current one): outside, the bytes
+        // move as before.
+        if new_size <= cap
+            || (scope::current() == this
+                && arena
+                    .grow_in_place(addr, new_size, layout.align())
+                    .is_some())
+        {
             stats::note(Counter::ReallocInPlace, None);
             return ptr;
         }

@@ -16,8 +16,9 @@
 //! first non-empty bin above, else the rest of the own bin, else the
 //! lowest-created idle segment; ties by segment, then offset), split on
 //! allocation, merged with free neighbours on free. A segment is 1 GiB, or
-//! the request rounded to 2 MiB if larger. Each segment's mark: warm below
-//! it, raised by a cold allocation. Retained = marked bytes not live. The cap
+//! the request rounded to 2 MiB if larger. A live piece grows in place
+//! into the free extent just above it when that is long enough. Each
+//! segment's mark: warm below it, raised by a cold allocation or growth. Retained = marked bytes not live. The cap
 //! and trim release, highest segment first, the free extent at a segment's
 //! top (lowering its mark), then least-recently-freed own-class buffers.
 
@@ -250,6 +251,35 @@ impl HeapModel {
         }
     }
 
+    /// Grows live piece `i` in place for `eff` bytes when the free extent
+    /// just above it is long enough (taking its start, or all of it): the
+    /// new capacity.
+    fn grow(&mut self, i: usize, eff: usize, page: usize) -> Option<usize> {
+        let p = self.pieces[i];
+        assert!(p.live && !p.gone, "model: growing a piece that is not live");
+        let cap = ((eff + page - 1) & !(page - 1)).max(CARVE_LIMIT);
+        if cap <= p.len {
+            return Some(p.len);
+        }
+        let extra = cap - p.len;
+        let hi = self
+            .at(p.seg, p.off + p.len)
+            .filter(|&j| !self.pieces[j].live && self.pieces[j].len >= extra)?;
+        self.unbin(hi);
+        if self.pieces[hi].len == extra {
+            self.pieces[hi].gone = true;
+        } else {
+            self.pieces[hi].off += extra;
+            self.pieces[hi].len -= extra;
+            self.bin(hi);
+        }
+        self.pieces[i].len = cap;
+        self.live_bytes += extra;
+        let seg = &mut self.segs[p.seg];
+        seg.mark = seg.mark.max(p.off + cap);
+        Some(cap)
+    }
+
     /// Releases segment tops, highest segment first, while `retained()`
     /// passes `limit`: (bytes, extents).
     fn release(&mut self, limit: usize) -> (usize, u64) {
@@ -408,6 +438,22 @@ impl PolicyModel {
         self.live_buffers += 1;
         self.peak = self.peak.max(self.live);
         (Held::Class(served.0), served.1)
+    }
+
+    /// A live buffer grows in place to `size` bytes at `align` (which its
+    /// address meets), as the heap's thread asks: `Some(capacity)` when it
+    /// is a heap piece with a long enough free extent just above it.
+    #[allow(dead_code)] // used by the fuzz target
+    pub fn grow_in_place(&mut self, h: Held, size: usize, align: usize) -> Option<usize> {
+        let Held::Piece(i) = h else { return None };
+        let eff = aligned_size(size, align)?;
+        let page = self.page;
+        let heap = self.heap.as_mut()?;
+        let old = heap.pieces[i].len;
+        let cap = heap.grow(i, eff, page)?;
+        self.live += cap - old;
+        self.peak = self.peak.max(self.live);
+        Some(cap)
     }
 
     /// A live own-class buffer of `class` is freed (and retained, up to the cap).
