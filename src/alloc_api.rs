@@ -15,7 +15,7 @@
 
 use crate::arena::shared::{ArenaCore, FreeHit};
 use crate::arena::state::Grant;
-use crate::arena::{ExecutionArena, IoArena};
+use crate::arena::{ExecutionArena, IoArena, CARVE_LIMIT};
 use allocator_api2::alloc::{AllocError, Allocator, Layout};
 use core::ptr::NonNull;
 
@@ -112,6 +112,13 @@ unsafe fn reallocate(
         return Ok(dangling(new));
     }
     if new.size() <= cap && addr % new.align() == 0 {
+        // A shrink of an execution-heap piece gives the pages past the new
+        // size back to the heap.
+        if new.size() < old.size() && cap >= CARVE_LIMIT {
+            if let Some(kept) = core.shrink_in_place(addr, new.size(), new.align()) {
+                return Ok(NonNull::slice_from_raw_parts(ptr, kept));
+            }
+        }
         if zero_tail && new.size() > old.size() {
             // SAFETY: [old.size, new.size) lies within this buffer's capacity.
             unsafe {

@@ -159,12 +159,37 @@ fn a_vec_grown_in_its_scope_stops_moving_once_in_the_heap() {
     }
     let after = (global::stats(), arena.stats());
     drop(g);
-    assert_eq!(moves_in_heap, 0, "a heap piece with room above grows in place");
+    assert_eq!(
+        moves_in_heap, 0,
+        "a heap piece with room above grows in place"
+    );
     // Copies only below 64 KiB (8 B, 16 B ... 32 KiB), then one into the heap.
     let copied = after.1.copied_bytes - before.1.copied_bytes;
     assert!(copied < 64 << 10, "{copied} bytes copied");
     assert!(after.0.realloc_in_place - before.0.realloc_in_place >= 6);
     assert_eq!(after.1.live_buffers, 1);
+    assert!(v.iter().enumerate().all(|(i, &b)| b == i as u8));
+}
+
+#[test]
+fn shrink_to_fit_in_its_scope_gives_pages_back_to_the_heap() {
+    let arena = ExecutionArena::new();
+    let g = global::enter(&arena);
+    let mut v: Vec<u8> = Vec::new();
+    for i in 0..(3u32 << 20) {
+        v.push(i as u8);
+    }
+    let grown = arena.stats().live_bytes;
+    let at = v.as_ptr();
+    v.shrink_to_fit();
+    let shrunk = arena.stats().live_bytes;
+    drop(g);
+    assert_eq!(v.as_ptr(), at, "shrunk in place");
+    assert!(grown >= 4 << 20, "{grown}");
+    assert!(
+        shrunk < (3 << 20) + (8 << 10),
+        "{shrunk} live after shrink_to_fit"
+    );
     assert!(v.iter().enumerate().all(|(i, &b)| b == i as u8));
 }
 

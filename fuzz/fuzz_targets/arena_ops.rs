@@ -55,7 +55,8 @@ warmarena_fuzz::op_counts!(
         "evicting_ops",
         "free_on_thread",
         "inexact_checks",
-        "grown_in_place"
+        "grown_in_place",
+        "shrunk_in_place"
     ]
 );
 const ALLOC: usize = 0;
@@ -81,6 +82,7 @@ const EVICTING: usize = 19;
 const FREE_ON_THREAD: usize = 20;
 const INEXACT_CHECKS: usize = 21;
 const GROWN_IN_PLACE: usize = 22;
+const SHRUNK_IN_PLACE: usize = 23;
 
 #[derive(Debug)]
 enum Op {
@@ -538,7 +540,21 @@ impl World {
                 }
                 assert_eq!(p.cast::<u8>(), r.ptr, "shrink moved");
                 fill(r.ptr.as_ptr(), size, r.byte);
+                // A heap piece gives the pages past its new size back.
+                let (origin, held, old_size, cap) = (r.origin, r.held, r.layout.size(), r.cap);
+                if size < old_size {
+                    if let Some(kept) = self
+                        .model(origin)
+                        .and_then(|m| m.shrink_in_place(held, size, new.align()))
+                    {
+                        assert_eq!(p.len(), kept, "shrunk capacity");
+                        if kept < cap {
+                            COUNTS.bump(SHRUNK_IN_PLACE);
+                        }
+                    }
+                }
                 self.raw[i].layout = new;
+                self.raw[i].cap = p.len();
             }
             Op::Free { idx } => {
                 if self.owned.is_empty() {

@@ -32,7 +32,7 @@
 //! Records for the pieces a split makes come from vacant slots reserved on
 //! the cold path, so a warm allocation never allocates metadata.
 
-mod grow;
+mod resize;
 
 use super::bitmap::ClassBitmap;
 use super::blocks::{Block, BlockState, List, Place, NIL};
@@ -857,5 +857,5 @@ impl ArenaState {
 }
 
 #[cfg(test)]
-#[path = "heap/grow_tests.rs"]
-mod grow_tests;
+#[path = "heap/resize_tests.rs"]
+mod resize_tests;

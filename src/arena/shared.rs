@@ -712,7 +712,7 @@ impl ArenaCore {
     /// Grows the live buffer at `addr` in place to hold `size` bytes at
     /// `align` (which `addr` meets) when it is a piece of the execution
     /// heap, the calling thread is the heap's, and the free extent just
-    /// above the piece is long enough (`heap/grow.rs`): its new capacity,
+    /// above the piece is long enough (`heap/resize.rs`): its new capacity,
     /// what a new piece for that request would have; `None` (nothing
     /// changed) otherwise. The caller holds the buffer.
     #[inline(never)]
@@ -727,6 +727,25 @@ impl ArenaCore {
         // heap first, as before any request the heap serves.
         tcache::settle_heap(&mut st, self);
         st.heap_grow_at(addr, eff, &self.os)
+    }
+
+    /// Shrinks the live buffer at `addr` in place to what a request of
+    /// `size` bytes at `align` gets, when it is a piece of the execution
+    /// heap and the calling thread is the heap's: the pages past the new
+    /// end go back to the heap (`heap/resize.rs`). Its new capacity, or
+    /// `None` (nothing changed). The caller holds the buffer.
+    #[inline(never)]
+    pub(crate) fn shrink_in_place(&self, addr: usize, size: usize, align: usize) -> Option<usize> {
+        if self.pattern_on || !self.on_heap_thread() {
+            return None;
+        }
+        let eff = aligned_size(size.max(1), align)?;
+        tcache::prepare(self);
+        let mut st = self.lock();
+        tcache::settle_heap(&mut st, self);
+        // A record for the cut-off pages may have to be made.
+        let _m = metadata::enter();
+        st.heap_shrink_at(addr, eff, &self.os)
     }
 
     /// Returns the live buffer of `CARVE_LIMIT` bytes or more at `addr`

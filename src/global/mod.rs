@@ -522,12 +522,17 @@ impl<B: GlobalAlloc> ScopedGlobal<B> {
                 None => return core::ptr::null_mut(),
             },
         };
-        // Past its capacity, a heap piece may grow into the free space above
-        // it, but only where routing would send the new buffer to the same
-        // arena anyway (its scope is the current one): outside, the bytes
-        // move as before.
+        // A heap piece may grow into the free space above it, and gives the
+        // pages past a smaller size back to the heap, but only where routing
+        // would send a new buffer to the same arena anyway (its scope is the
+        // current one): outside, the bytes move as before, and a shrink
+        // keeps the capacity.
+        let own_scope = scope::current() == this;
+        if new_size < layout.size() && cap >= crate::arena::CARVE_LIMIT && own_scope {
+            arena.shrink_in_place(addr, new_size, layout.align());
+        }
         if new_size <= cap
-            || (scope::current() == this
+            || (own_scope
                 && arena
                     .grow_in_place(addr, new_size, layout.align())
                     .is_some())

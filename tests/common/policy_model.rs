@@ -17,7 +17,8 @@
 //! lowest-created idle segment; ties by segment, then offset), split on
 //! allocation, merged with free neighbours on free. A segment is 1 GiB, or
 //! the request rounded to 2 MiB if larger. A live piece grows in place
-//! into the free extent just above it when that is long enough. Each
+//! into the free extent just above it when that is long enough, and a
+//! shrunk piece's cut-off pages join that extent (or become one). Each
 //! segment's mark: warm below it, raised by a cold allocation or growth. Retained = marked bytes not live. The cap
 //! and trim release, highest segment first, the free extent at a segment's
 //! top (lowering its mark), then least-recently-freed own-class buffers.
@@ -280,6 +281,47 @@ impl HeapModel {
         Some(cap)
     }
 
+    /// Shrinks live piece `i` in place to what `eff` bytes get: the pages
+    /// past its new end join the free extent above it, or become one. The
+    /// new capacity.
+    fn shrink(&mut self, i: usize, eff: usize, page: usize) -> usize {
+        let p = self.pieces[i];
+        assert!(
+            p.live && !p.gone,
+            "model: shrinking a piece that is not live"
+        );
+        let cap = ((eff + page - 1) & !(page - 1)).max(CARVE_LIMIT);
+        if cap >= p.len {
+            return p.len;
+        }
+        let (cut, tail) = (p.len - cap, p.off + cap);
+        match self
+            .at(p.seg, p.off + p.len)
+            .filter(|&j| !self.pieces[j].live)
+        {
+            Some(hi) => {
+                self.unbin(hi);
+                self.pieces[hi].off = tail;
+                self.pieces[hi].len += cut;
+                self.bin(hi);
+            }
+            None => {
+                self.pieces.push(Piece {
+                    seg: p.seg,
+                    off: tail,
+                    len: cut,
+                    live: false,
+                    gone: false,
+                });
+                let r = self.pieces.len() - 1;
+                self.bin(r);
+            }
+        }
+        self.pieces[i].len = cap;
+        self.live_bytes -= cut;
+        cap
+    }
+
     /// Releases segment tops, highest segment first, while `retained()`
     /// passes `limit`: (bytes, extents).
     fn release(&mut self, limit: usize) -> (usize, u64) {
@@ -453,6 +495,22 @@ impl PolicyModel {
         let cap = heap.grow(i, eff, page)?;
         self.live += cap - old;
         self.peak = self.peak.max(self.live);
+        Some(cap)
+    }
+
+    /// A live buffer shrinks in place to `size` bytes at `align`, as the
+    /// heap's thread asks: `Some(capacity)` when it is a heap piece (whose
+    /// cut-off pages go back to the heap, retained up to the cap).
+    #[allow(dead_code)] // used by the fuzz target
+    pub fn shrink_in_place(&mut self, h: Held, size: usize, align: usize) -> Option<usize> {
+        let Held::Piece(i) = h else { return None };
+        let eff = aligned_size(size.max(1), align)?;
+        let page = self.page;
+        let heap = self.heap.as_mut()?;
+        let old = heap.pieces[i].len;
+        let cap = heap.shrink(i, eff, page);
+        self.live -= old - cap;
+        self.enforce();
         Some(cap)
     }
 

@@ -1,6 +1,5 @@
-//! Unit tests of heap pieces grown in place (`grow.rs`), under Miri too,
-//! through allocator-api2's `grow` (what a `Vec` calls) and the scoped
-//! global allocator's `realloc`.
+//! Unit tests of heap pieces resized in place (`resize.rs`), under Miri
+//! too, through allocator-api2's `grow` and `shrink` (what a `Vec` calls).
 
 use crate::{ArenaConfig, ExecutionArena};
 use allocator_api2::alloc::{Allocator, Layout};
@@ -188,6 +187,73 @@ fn a_growth_past_the_mark_materializes_and_the_next_run_is_warm() {
             assert_eq!(s.os.syscalls(), before.os.syscalls(), "run {run}");
         }
         assert_eq!(s.retained_bytes, to);
+        assert_eq!(a.check_invariants(), Ok(()));
+    }
+}
+
+#[test]
+fn a_shrunk_piece_gives_its_tail_back_to_the_heap() {
+    let a = arena();
+    let p = take(&a, 512 * K, 4);
+    let wall = take(&a, 64 * K, 8);
+    // SAFETY: `p` is live with `layout(512 KiB)`, and 100 KiB is smaller.
+    let q = unsafe { Allocator::shrink(&a, p, layout(512 * K), layout(100 * K)) }.unwrap();
+    assert_eq!(q.cast::<u8>(), p, "shrunk in place");
+    assert_eq!(q.len(), 100 * K, "the capacity a 100 KiB request gets");
+    assert!(holds(p, 100 * K, 4));
+    let s = a.stats();
+    assert_eq!(s.live_bytes, 164 * K);
+    assert_eq!(s.retained_bytes, 412 * K, "the tail is free heap memory");
+    assert_eq!(a.check_invariants(), Ok(()));
+    // The tail serves a request of its size, warm, where it was.
+    let r = take(&a, 412 * K, 5);
+    assert_eq!(r.as_ptr() as usize, p.as_ptr() as usize + 100 * K);
+    assert_eq!(a.stats().cold_allocations, s.cold_allocations);
+    give(&a, r, 412 * K);
+    // With free space above, the cut pages join it.
+    let q = unsafe { Allocator::shrink(&a, p, layout(100 * K), layout(64 * K)) }.unwrap();
+    assert_eq!(q.len(), 64 * K);
+    assert_eq!(a.check_invariants(), Ok(()));
+    give(&a, p, 64 * K);
+    give(&a, wall, 64 * K);
+    assert_eq!(a.stats().live_bytes, 0);
+    assert_eq!(a.check_invariants(), Ok(()));
+}
+
+/// `Vec::shrink_to_fit` after growth, run after run: the pages past the
+/// length go back, and later runs repeat at the same addresses, warm.
+#[test]
+fn shrink_to_fit_returns_pages_and_repeats_warm() {
+    let a = arena();
+    let n = if cfg!(miri) { 20_000 } else { 300_000 };
+    let mut first = None;
+    for run in 0..3 {
+        let before = a.stats();
+        let mut v: AVec<u64, &ExecutionArena> = AVec::new_in(&a);
+        for i in 0..n as u64 {
+            v.push(i);
+        }
+        let grown = a.stats().live_bytes - before.live_bytes;
+        v.shrink_to_fit();
+        let shrunk = a.stats().live_bytes - before.live_bytes;
+        assert!(grown > n * 8 * 5 / 4, "run {run}: {grown}");
+        assert!(
+            shrunk < n * 8 + 4 * K,
+            "run {run}: {shrunk} live after shrink_to_fit"
+        );
+        // A second buffer of the freed size lands in the freed pages.
+        let other = take(&a, grown - shrunk, 3);
+        let at = (v.as_ptr() as usize, other.as_ptr() as usize);
+        assert_eq!(at.1, at.0 + shrunk, "run {run}");
+        assert_eq!(*first.get_or_insert(at), at, "run {run}: other addresses");
+        give(&a, other, grown - shrunk);
+        drop(v);
+        let s = a.stats();
+        if run > 0 {
+            assert_eq!(s.os.syscalls(), before.os.syscalls(), "run {run}");
+            assert_eq!(s.cold_allocations, before.cold_allocations, "run {run}");
+        }
+        assert_eq!(s.live_bytes, 0);
         assert_eq!(a.check_invariants(), Ok(()));
     }
 }
