@@ -164,6 +164,46 @@ impl Allocation {
         Ok(())
     }
 
+    /// Changes the logical length like [`resize`](Allocation::resize), and
+    /// past the capacity grows the buffer where it is when it can: a buffer
+    /// of an execution arena's heap (64 KiB and up), on the heap's thread
+    /// (the thread that made the arena, or the last run's), with free space
+    /// just above it, takes that space. No byte moves; the pages it gains
+    /// that were never used are materialized now, so a later run that
+    /// grows it the same way takes no fault. Otherwise it refuses with
+    /// [`ArenaError::BeyondCapacity`] and changes nothing (allocate a
+    /// larger buffer and copy, as a `Vec` would).
+    ///
+    /// ```
+    /// let arena = warmarena::ExecutionArena::new();
+    /// let mut cache = arena.allocate(64 << 10, 64).unwrap();
+    /// let at = cache.as_ptr();
+    /// cache.grow_in_place(1 << 20).unwrap(); // free heap space above it
+    /// assert_eq!((cache.as_ptr(), cache.len()), (at, 1 << 20));
+    /// assert!(cache.capacity() >= 1 << 20);
+    /// let mut small = arena.allocate(100, 8).unwrap();
+    /// assert!(small.grow_in_place(1 << 20).is_err()); // a small class: fixed capacity
+    /// ```
+    pub fn grow_in_place(&mut self, len: usize) -> Result<(), ArenaError> {
+        if len <= self.cap {
+            self.len = len;
+            return Ok(());
+        }
+        // SAFETY: the body is alive while this buffer is live.
+        let core = unsafe { self.core.as_ref() };
+        match core.grow_in_place(self.ptr.as_ptr() as usize, len, 1) {
+            Some(cap) => {
+                self.cap = cap;
+                self.len = len;
+                Ok(())
+            }
+            None => Err(ArenaError::BeyondCapacity {
+                requested: len,
+                capacity: self.cap,
+            }),
+        }
+    }
+
     /// The arena body, block index, address and length, for the handle layer.
     pub(crate) fn parts(&self) -> (NonNull<ArenaCore>, u32, usize, usize) {
         (self.core, self.block, self.ptr.as_ptr() as usize, self.len)

@@ -111,7 +111,7 @@ fn a_piece_takes_a_hole_above_it_whole_or_in_part() {
 #[test]
 fn a_growing_vec_stops_copying_in_the_heap_and_repeats_warm() {
     let a = arena();
-    let n = if cfg!(miri) { 40_000 } else { 1 << 20 };
+    let n = if cfg!(miri) { 20_000 } else { 1 << 20 };
     let mut first = None;
     for run in 0..3 {
         let before = a.stats();
@@ -256,4 +256,35 @@ fn shrink_to_fit_returns_pages_and_repeats_warm() {
         assert_eq!(s.live_bytes, 0);
         assert_eq!(a.check_invariants(), Ok(()));
     }
+}
+
+#[test]
+fn an_allocation_grows_in_place_or_refuses_unchanged() {
+    let a = arena();
+    let mut kv = a.allocate(64 * K, 64).unwrap();
+    kv.as_mut_slice().fill(6);
+    let at = kv.as_ptr();
+    kv.grow_in_place(200 * K).unwrap();
+    assert_eq!(
+        (kv.as_ptr(), kv.len(), kv.capacity()),
+        (at, 200 * K, 200 * K)
+    );
+    assert!(kv.as_slice()[..64 * K].iter().all(|&b| b == 6));
+    assert_eq!(a.stats().live_bytes, 200 * K);
+    let wall = a.allocate(64 * K, 64).unwrap();
+    let err = kv.grow_in_place(300 * K).unwrap_err();
+    assert_eq!(
+        err,
+        crate::ArenaError::BeyondCapacity {
+            requested: 300 * K,
+            capacity: 200 * K
+        }
+    );
+    assert_eq!((kv.len(), kv.capacity()), (200 * K, 200 * K));
+    assert_eq!(a.check_invariants(), Ok(()));
+    drop(kv);
+    drop(wall);
+    let s = a.stats();
+    assert_eq!((s.live_bytes, s.live_buffers), (0, 0));
+    assert_eq!(a.check_invariants(), Ok(()));
 }
