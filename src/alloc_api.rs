@@ -130,7 +130,7 @@ unsafe fn reallocate(
         return Ok(NonNull::slice_from_raw_parts(ptr, cap));
     }
     // An execution-heap piece grows into the free space above it, if any.
-    if addr % new.align() == 0 {
+    if cap >= CARVE_LIMIT && addr % new.align() == 0 {
         if let Some(grown) = core.grow_in_place(addr, new.size(), new.align()) {
             if zero_tail {
                 // SAFETY: [old.size, new.size) lies within the grown capacity.

@@ -533,6 +533,7 @@ impl<B: GlobalAlloc> ScopedGlobal<B> {
         }
         if new_size <= cap
             || (own_scope
+                && small.is_none()
                 && arena
                     .grow_in_place(addr, new_size, layout.align())
                     .is_some())

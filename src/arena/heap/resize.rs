@@ -25,10 +25,10 @@ impl ArenaState {
     /// Grows the live heap piece at `addr` in place so that it holds a
     /// request of `eff` bytes (size rounded to its alignment, which the
     /// piece's address meets): its new capacity (as a carve for `eff`
-    /// would make it), or `None` (nothing changed) when no
-    /// live, unpinned heap piece starts at `addr` or the free extent just
-    /// above it is missing or too short. A piece that already holds `size`
-    /// bytes answers its capacity.
+    /// would make it), or `None` (nothing changed) when no live, unpinned
+    /// heap piece starts at `addr` or the free extent just above it is
+    /// missing or too short. A piece that already holds `eff` bytes
+    /// answers its capacity.
     pub(crate) fn heap_grow_at(
         &mut self,
         addr: usize,
@@ -90,8 +90,8 @@ impl ArenaState {
     /// `eff` bytes gets: the pages past its new end become a free extent
     /// (merged with the free extent above, if any). Its new capacity, or
     /// `None` (nothing changed) when no live, unpinned heap piece starts at
-    /// `addr` or a record for the new extent cannot be made. A piece that
-    /// is already no longer answers its capacity.
+    /// `addr` or a record for the new extent cannot be made. A piece no
+    /// longer than that answers its capacity.
     pub(crate) fn heap_shrink_at(
         &mut self,
         addr: usize,
