@@ -1,5 +1,5 @@
 //! Model-based test: random sequences of allocate / free / trim /
-//! set_retention_cap against a simple model of the policy, for an I/O
+//! set_retention_cap / grow in place against a simple model of the policy, for an I/O
 //! arena (own-class policy) and an execution arena (the execution heap for
 //! 64 KiB and more). After every step live, retained and peak bytes match
 //! exactly, every capacity and served-warm flag matches, and no two live
@@ -55,10 +55,15 @@ impl Arena {
 
 #[derive(Debug, Clone)]
 enum Op {
-    Alloc { size: usize, align_shift: u8 },
+    Alloc {
+        size: usize,
+        align_shift: u8,
+    },
     Free(usize),
     Trim,
     SetCap(Option<usize>),
+    /// `Allocation::grow_in_place` of a live buffer by this many bytes.
+    Grow(usize, usize),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -72,6 +77,7 @@ fn op() -> impl Strategy<Value = Op> {
         4 => any::<usize>().prop_map(Op::Free),
         1 => Just(Op::Trim),
         1 => prop::option::of(0usize..(8 << 20)).prop_map(Op::SetCap),
+        2 => (any::<usize>(), 1usize..(1 << 20)).prop_map(|(i, add)| Op::Grow(i, add)),
     ]
 }
 
@@ -111,6 +117,28 @@ fn run_ops(ops: Vec<Op>, exec: bool) -> Result<(), TestCaseError> {
                     model.free_any(held);
                 }
             }
+            Op::Grow(i, add) => {
+                if !live.is_empty() {
+                    let n = live.len();
+                    let (a, held, s) = &mut live[i % n];
+                    prop_assert!(check(a.as_slice(), *s), "contents changed while live");
+                    let (at, cap, len) = (a.as_ptr(), a.capacity(), a.len() + add);
+                    let grown = a.grow_in_place(len);
+                    // Within the capacity always; past it, a heap piece with
+                    // room above (the model says).
+                    let expect = if len <= cap {
+                        Some(cap)
+                    } else {
+                        model.grow_in_place(*held, len, 1)
+                    };
+                    prop_assert_eq!(grown.is_ok(), expect.is_some(), "grow to {}", len);
+                    prop_assert_eq!(a.capacity(), expect.unwrap_or(cap));
+                    prop_assert_eq!(a.as_ptr(), at, "grow_in_place moved");
+                    seed += 1;
+                    fill(a.as_mut_slice(), seed);
+                    *s = seed;
+                }
+            }
             Op::Trim => {
                 let expect = model.trim();
                 prop_assert_eq!(arena.trim(), expect);
@@ -144,10 +172,10 @@ fn run_ops(ops: Vec<Op>, exec: bool) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-/// Replays `ops` (allocations and frees only) four times in one execution
-/// arena, freeing what is left after each: every replay after the first is
-/// served warm with no system call, the heap's buffers (64 KiB and more)
-/// at the first replay's addresses.
+/// Replays `ops` (allocations, frees and growth in place) four times in one
+/// execution arena, freeing what is left after each: every replay after the
+/// first is served warm with no system call, the heap's buffers (64 KiB
+/// and more) at the first replay's addresses, every growth as in the first.
 fn replay_ops(ops: &[Op]) -> Result<(), TestCaseError> {
     let arena = ExecutionArena::with_config(ArenaConfig::default().huge_pages(false));
     let mut first: Vec<usize> = Vec::new();
@@ -172,6 +200,16 @@ fn replay_ops(ops: &[Op]) -> Result<(), TestCaseError> {
                 Op::Free(i) if !live.is_empty() => {
                     let n = live.len();
                     drop(live.swap_remove(i % n));
+                }
+                Op::Grow(i, add) if !live.is_empty() => {
+                    let n = live.len();
+                    let a = &mut live[i % n];
+                    let len = a.len() + add;
+                    let grown = a.grow_in_place(len).is_ok();
+                    a.as_mut_slice().fill(pass as u8);
+                    // Whether it grew, and to what, is the same every pass.
+                    addrs.push(usize::from(grown));
+                    addrs.push(a.capacity());
                 }
                 _ => {}
             }
