@@ -1,5 +1,6 @@
 //! Arbitrary sequences of allocate / resize / grow / shrink / free / export /
-//! clone / drop-lease / raw export / trim / set-cap / drop-arena across an
+//! clone / drop-lease / raw export / trim / set-cap / drop-arena / a run
+//! boundary on another thread (the execution heap moving away and back) across an
 //! `ExecutionArena` and an `IoArena`, checked against a model of the policy
 //! (`tests/common/policy_model.rs`, shared with `tests/suite/arena_model.rs`;
 //! here also over leases and the allocator API). After every operation:
@@ -56,7 +57,9 @@ warmarena_fuzz::op_counts!(
         "free_on_thread",
         "inexact_checks",
         "grown_in_place",
-        "shrunk_in_place"
+        "shrunk_in_place",
+        "run_on_thread",
+        "heap_moved_away"
     ]
 );
 const ALLOC: usize = 0;
@@ -83,6 +86,8 @@ const FREE_ON_THREAD: usize = 20;
 const INEXACT_CHECKS: usize = 21;
 const GROWN_IN_PLACE: usize = 22;
 const SHRUNK_IN_PLACE: usize = 23;
+const RUN_ON_THREAD: usize = 24;
+const HEAP_MOVED_AWAY: usize = 25;
 
 #[derive(Debug)]
 enum Op {
@@ -149,6 +154,9 @@ enum Op {
     DropArena {
         io: bool,
     },
+    /// A run boundary (`begin_run`) of the execution arena on a new thread
+    /// that exits at once: the heap may move to it and come back.
+    RunOnThread,
 }
 
 /// Sizes from a few bytes up to 4 MiB, small ones most often.
@@ -743,6 +751,21 @@ impl World {
                     self.exec.model.enforce();
                 }
             }
+            Op::RunOnThread => {
+                COUNTS.bump(RUN_ON_THREAD);
+                let arena = self.exec.arena.clone();
+                let before = arena.stats().heap_moves;
+                let moved = std::thread::spawn(move || {
+                    arena.begin_run();
+                    arena.stats().heap_moves > before
+                })
+                .join()
+                .unwrap();
+                if moved {
+                    COUNTS.bump(HEAP_MOVED_AWAY);
+                }
+                self.exec.model.boundary_elsewhere();
+            }
             Op::DropArena { io } => {
                 COUNTS.bump(DROP_ARENA);
                 // The old arena lives on while its buffers do.
@@ -810,7 +833,7 @@ fn decode(c: &[u8]) -> Op {
     let w = u32::from_le_bytes([c[2], c[3], c[4], c[5]]);
     let io = a & 1 == 1;
     let idx = c[2];
-    match c[0] % 15 {
+    match c[0] % 16 {
         0 | 1 => Op::Alloc {
             io,
             size: w,
@@ -846,10 +869,11 @@ fn decode(c: &[u8]) -> Op {
             2 => Op::Trim { io },
             _ => Op::DropArena { io },
         },
-        _ => Op::FreeOnThread {
+        14 => Op::FreeOnThread {
             idx: a >> 1,
             raw: io,
         },
+        _ => Op::RunOnThread,
     }
 }
 

@@ -381,6 +381,13 @@ pub struct PolicyModel {
     /// model no longer knows which buffers the arena retains, only how many
     /// bytes are live. Cleared by a trim, after which both retain nothing.
     pub inexact: bool,
+    /// Moves of the heap between threads: at least, at most.
+    pub heap_moves: (u64, u64),
+    /// The heap went to a thread that exited and may not be back yet.
+    pub heap_away: bool,
+    /// A boundary found a live heap piece: boundaries move it no more
+    /// while its thread lives.
+    pub heap_overlap: bool,
 }
 
 impl PolicyModel {
@@ -395,6 +402,31 @@ impl PolicyModel {
 
     fn own_retained_bytes(&self) -> usize {
         self.retained.iter().map(|&(c, _)| capacity(c)).sum()
+    }
+
+    /// A run boundary crossed on another thread, which then exits having
+    /// asked for nothing (`heap_owner.rs`): the heap moves to it when no
+    /// heap piece is live, unless runs were seen overlapping (a boundary
+    /// that found a live piece) and the heap's thread is alive. The heap
+    /// comes back at a later request of this thread, at the first heap
+    /// piece at the latest, so the count of moves is known within bounds.
+    #[allow(dead_code)] // used by the fuzz target
+    pub fn boundary_elsewhere(&mut self) {
+        let Some(h) = self.heap.as_ref() else { return };
+        let live = h.segs.iter().any(|s| s.live > 0);
+        let (lo, hi) = &mut self.heap_moves;
+        if self.heap_away {
+            // Held by an exited thread (whose thread token the new thread
+            // may have been given: then it serves it without a move), or
+            // back with this one already (then overlap keeps it here).
+            *hi += 2;
+        } else if live {
+            self.heap_overlap = true;
+        } else if !self.heap_overlap {
+            *lo += 1;
+            *hi += 2;
+            self.heap_away = true;
+        }
     }
 
     pub fn retained_bytes(&self) -> usize {
@@ -429,6 +461,11 @@ impl PolicyModel {
         let c = class_of(eff).unwrap();
         let page = self.page;
         if let (Some(h), true) = (self.heap.as_mut(), capacity(c) >= CARVE_LIMIT) {
+            if self.heap_away {
+                // Taken back from the exited thread, at the latest now.
+                self.heap_moves.0 += 1;
+                self.heap_away = false;
+            }
             let (i, cap, warm) = h.alloc(eff, align, page);
             self.live += cap;
             self.live_buffers += 1;
@@ -613,6 +650,12 @@ impl PolicyModel {
         assert_eq!(s.peak_live_bytes, self.peak, "{what}: peak");
         assert_eq!(s.leases, self.leases, "{what}: leases");
         assert_eq!(s.leased_bytes, self.leased, "{what}: leased bytes");
+        let (lo, hi) = self.heap_moves;
+        assert!(
+            (lo..=hi).contains(&s.heap_moves),
+            "{what}: heap moves {} not in {lo}..={hi}",
+            s.heap_moves
+        );
         if self.inexact {
             // Only what no free order decides: without a heap (whose holes
             // may stay above it), the cap holds.
