@@ -217,20 +217,10 @@ mod tests {
     /// multiple of 2 MiB) on a 2 MiB boundary, probed with a raw `mmap`.
     #[cfg(not(miri))]
     fn kernel_aligns(len: usize) -> bool {
-        // SAFETY: a fresh anonymous mapping, unmapped below, used for nothing.
-        unsafe {
-            let p = libc::mmap(
-                core::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            );
-            assert_ne!(p, libc::MAP_FAILED);
-            libc::munmap(p, len);
-            p as usize % HUGE_PAGE_SIZE == 0
-        }
+        let p = sys::map_anywhere(len).expect("a probe mapping");
+        // SAFETY: the mapping just made, used for nothing.
+        unsafe { libc::munmap(p as *mut libc::c_void, len) };
+        p % HUGE_PAGE_SIZE == 0
     }
 
     #[test]

@@ -38,7 +38,7 @@ const KERNEL_ALIGN: usize = super::HUGE_PAGE_SIZE;
 
 /// One anonymous private read-write mapping of `len` bytes wherever the
 /// kernel puts it; `None` (errno kept) when it refuses.
-fn map_anywhere(len: usize) -> Option<usize> {
+pub(super) fn map_anywhere(len: usize) -> Option<usize> {
     // SAFETY: an anonymous private mapping with a null hint touches no existing memory.
     let raw = unsafe {
         libc::mmap(

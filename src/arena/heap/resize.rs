@@ -22,6 +22,16 @@ use crate::os::{self, OsCounters};
 use core::ptr::NonNull;
 
 impl ArenaState {
+    /// The live, unpinned heap piece that starts at `addr`: its record
+    /// number, a copy of the record, its segment.
+    fn resizable_piece_at(&self, addr: usize) -> Option<(u32, Block, u32)> {
+        let i = self.large_block_at(addr)?;
+        let b = *self.table.get(i)?;
+        let Place::Heap(s) = b.place else { return None };
+        let live = b.state == BlockState::Live && b.addr == addr && !self.pins.is_pinned(i);
+        live.then_some((i, b, s))
+    }
+
     /// Grows the live heap piece at `addr` in place so that it holds a
     /// request of `eff` bytes (size rounded to its alignment, which the
     /// piece's address meets): its new capacity (as a carve for `eff`
@@ -35,12 +45,7 @@ impl ArenaState {
         eff: usize,
         os: &OsCounters,
     ) -> Option<usize> {
-        let i = self.large_block_at(addr)?;
-        let b = *self.table.get(i)?;
-        let Place::Heap(s) = b.place else { return None };
-        if b.state != BlockState::Live || b.addr != addr || self.pins.is_pinned(i) {
-            return None;
-        }
+        let (i, b, s) = self.resizable_piece_at(addr)?;
         let cap = piece_len(eff);
         if cap <= b.cap {
             return Some(b.cap);
@@ -98,12 +103,7 @@ impl ArenaState {
         eff: usize,
         os: &OsCounters,
     ) -> Option<usize> {
-        let i = self.large_block_at(addr)?;
-        let b = *self.table.get(i)?;
-        let Place::Heap(s) = b.place else { return None };
-        if b.state != BlockState::Live || b.addr != addr || self.pins.is_pinned(i) {
-            return None;
-        }
+        let (i, b, s) = self.resizable_piece_at(addr)?;
         let cap = piece_len(eff);
         if cap >= b.cap {
             return Some(b.cap);
