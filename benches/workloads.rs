@@ -11,7 +11,10 @@
 //!   freed (more than any thread cache holds: the depot and the lists);
 //! - `1-100 KiB random, 500 live`: random sizes across the small classes
 //!   and the execution heap, random frees;
-//! - `Vec growth`: allocator-api2 `Vec<u64>` pushed to a million elements.
+//! - `Vec growth`: allocator-api2 `Vec<u64>` pushed to a million elements;
+//! - `8 Vecs growing in turn`: eight `Vec<u64>`s pushed one element each
+//!   in turn to 128 Ki elements (a decoder's per-layer caches): each one's
+//!   neighbours often leave no room to grow in place.
 //!
 //! `cargo bench --bench workloads`. Each figure is the fastest of several
 //! interleaved rounds (interference only adds time), in ns per allocation
@@ -163,6 +166,21 @@ fn vec_growth<A: Allocator + Copy>(a: A) -> usize {
     10 * 1_000_000
 }
 
+/// Eight `Vec<u64>`s pushed in turn, one element each, to 128 Ki
+/// elements, four times.
+fn vecs_in_turn<A: Allocator + Copy>(a: A) -> usize {
+    for _ in 0..4 {
+        let mut vs: std::vec::Vec<AVec<u64, A>> = (0..8).map(|_| AVec::new_in(a)).collect();
+        for i in 0..(128u64 << 10) {
+            for v in vs.iter_mut() {
+                v.push(i);
+            }
+        }
+        black_box(&vs);
+    }
+    4 * 8 * (128 << 10)
+}
+
 /// ns per operation of `f` (which returns its operation count): the
 /// fastest of the measured rounds, after one warm-up round.
 fn time(f: &mut dyn FnMut() -> usize) -> f64 {
@@ -219,6 +237,7 @@ fn main() {
             &a
         )),
         row!("Vec growth to 1M u64", false, |a| vec_growth(a)),
+        row!("8 Vecs growing in turn", false, |a| vecs_in_turn(a)),
     ];
     let rounds = if std::env::args().any(|a| a == "--bench") {
         ROUNDS
