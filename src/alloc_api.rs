@@ -111,37 +111,30 @@ unsafe fn reallocate(
         deallocate(core, ptr, old);
         return Ok(dangling(new));
     }
-    if new.size() <= cap && addr % new.align() == 0 {
-        // A shrink of an execution-heap piece gives the pages past the new
-        // size back to the heap.
-        if new.size() < old.size() && cap >= CARVE_LIMIT {
-            if let Some(kept) = core.shrink_in_place(addr, new.size(), new.align()) {
-                return Ok(NonNull::slice_from_raw_parts(ptr, kept));
-            }
-        }
+    // In place: within the capacity (a shrink of an execution-heap piece
+    // gives the pages past the new size back to the heap), or past it, an
+    // execution-heap piece grown into the free space above it.
+    let aligned = addr % new.align() == 0;
+    let kept = if new.size() <= cap && aligned {
+        let shrunk = (new.size() < old.size() && cap >= CARVE_LIMIT)
+            .then(|| core.shrink_in_place(addr, new.size(), new.align()))
+            .flatten();
+        Some(shrunk.unwrap_or(cap))
+    } else if cap >= CARVE_LIMIT && aligned {
+        core.grow_in_place(addr, new.size(), new.align())
+    } else {
+        None
+    };
+    if let Some(kept) = kept {
         if zero_tail && new.size() > old.size() {
-            // SAFETY: [old.size, new.size) lies within this buffer's capacity.
+            // SAFETY: [old.size, new.size) lies within the kept capacity.
             unsafe {
                 ptr.as_ptr()
                     .add(old.size())
                     .write_bytes(0, new.size() - old.size())
             };
         }
-        return Ok(NonNull::slice_from_raw_parts(ptr, cap));
-    }
-    // An execution-heap piece grows into the free space above it, if any.
-    if cap >= CARVE_LIMIT && addr % new.align() == 0 {
-        if let Some(grown) = core.grow_in_place(addr, new.size(), new.align()) {
-            if zero_tail {
-                // SAFETY: [old.size, new.size) lies within the grown capacity.
-                unsafe {
-                    ptr.as_ptr()
-                        .add(old.size())
-                        .write_bytes(0, new.size() - old.size())
-                };
-            }
-            return Ok(NonNull::slice_from_raw_parts(ptr, grown));
-        }
+        return Ok(NonNull::slice_from_raw_parts(ptr, kept));
     }
     let fresh = allocate(core, new, zero_tail)?;
     let keep = old.size().min(new.size());

@@ -516,18 +516,8 @@ impl ArenaState {
         let mark = seg.base + seg.mark;
         let warm = end <= mark;
         if !warm {
-            // Materialize everything from the mark to the piece's end now
-            // (the pad before it too): one system call instead of a fault
-            // per page, and a cold request in a later run (threads
-            // interleaving in an order not seen before) costs no fault.
-            seg.mark = end - seg.base;
-            self.heap.marked += end - mark;
             self.stats.cold_allocations += 1;
-            // SAFETY: [mark, end) is page-aligned, non-empty (the piece ends
-            // above the mark) and inside the segment's live read-write
-            // mapping; nobody owns those bytes (a free pad, or the piece
-            // being handed out, not yet written).
-            unsafe { os::prefault(NonNull::new_unchecked(mark as *mut u8), end - mark, os) };
+            self.raise_mark(s, end, os);
         }
         Grant {
             // SAFETY: the piece lies in a live, non-null segment mapping.
@@ -537,6 +527,27 @@ impl ArenaState {
             fresh: addr >= mark,
             warm,
         }
+    }
+
+    /// Raises segment `s`'s mark to `end` when it is below: everything
+    /// from the mark to `end` (a carved or grown piece's end, with the free
+    /// pad before it) is materialized now, one system call instead of a
+    /// fault per page, so a later run that reaches as far (threads
+    /// interleaving in an order not seen before, a piece grown the same
+    /// way) costs no fault.
+    fn raise_mark(&mut self, s: u32, end: usize, os: &OsCounters) {
+        let seg = &mut self.heap.segs[s as usize];
+        let mark = seg.base + seg.mark;
+        if end <= mark {
+            return;
+        }
+        seg.mark = end - seg.base;
+        self.heap.marked += end - mark;
+        // SAFETY: [mark, end) is page-aligned (marks and piece ends are
+        // whole pages), non-empty, and inside the segment's live read-write
+        // mapping; nobody owns those bytes (free space, or a piece being
+        // handed out or grown, whose new bytes are not yet written).
+        unsafe { os::prefault(NonNull::new_unchecked(mark as *mut u8), end - mark, os) };
     }
 
     /// Returns live heap piece `i`: it becomes a free extent, merged with

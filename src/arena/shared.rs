@@ -364,15 +364,24 @@ impl ArenaCore {
     /// would hand out again as it is goes to the slot as lent.
     #[inline(never)]
     fn allocate_heap_miss(&self, c: usize, eff: usize, align: usize) -> Result<Grant, ArenaError> {
-        tcache::prepare(self);
-        let mut st = self.lock();
-        tcache::settle_heap(&mut st, self);
+        let mut st = self.lock_for_heap();
         if let Some(g) = st.take_exact(c, eff, align, &self.os) {
             tcache::note_lent(&st, self, c, &g);
             return Ok(g);
         }
         self.adopt_orphaned_heap(&mut st);
         self.serve_classed(st, c, eff, align, true)
+    }
+
+    /// The lock, taken by the execution heap's thread for a heap request
+    /// (an allocation, a resize): its cache made current first, and the
+    /// piece its heap slot keeps back given back to the heap, so the heap
+    /// sees that free where it happened.
+    fn lock_for_heap(&self) -> StateGuard<'_> {
+        tcache::prepare(self);
+        let mut st = self.lock();
+        tcache::settle_heap(&mut st, self);
+        st
     }
 
     /// Whether the calling thread is the one whose large requests the
@@ -721,12 +730,7 @@ impl ArenaCore {
             return None;
         }
         let eff = aligned_size(size, align)?;
-        tcache::prepare(self);
-        let mut st = self.lock();
-        // The piece this thread's heap slot keeps back goes back to the
-        // heap first, as before any request the heap serves.
-        tcache::settle_heap(&mut st, self);
-        st.heap_grow_at(addr, eff, &self.os)
+        self.lock_for_heap().heap_grow_at(addr, eff, &self.os)
     }
 
     /// Shrinks the live buffer at `addr` in place to what a request of
@@ -740,9 +744,7 @@ impl ArenaCore {
             return None;
         }
         let eff = aligned_size(size.max(1), align)?;
-        tcache::prepare(self);
-        let mut st = self.lock();
-        tcache::settle_heap(&mut st, self);
+        let mut st = self.lock_for_heap();
         // A record for the cut-off pages may have to be made.
         let _m = metadata::enter();
         st.heap_shrink_at(addr, eff, &self.os)

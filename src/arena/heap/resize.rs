@@ -15,11 +15,10 @@
 //! frees).
 
 use super::piece_len;
-use crate::arena::blocks::{Block, BlockState, Place, NIL};
+use crate::arena::blocks::{Block, BlockState, Place};
 use crate::arena::release::STAMP_SEQ_BITS;
 use crate::arena::state::ArenaState;
-use crate::os::{self, OsCounters};
-use core::ptr::NonNull;
+use crate::os::OsCounters;
 
 impl ArenaState {
     /// The live, unpinned heap piece that starts at `addr`: its record
@@ -63,11 +62,7 @@ impl ArenaState {
         self.unbin(hi);
         if h.cap == extra {
             // The whole extent: the piece takes its place in the order.
-            self.table.at(i).hi = h.hi;
-            if h.hi != NIL {
-                self.table.at(h.hi).lo = i;
-            }
-            self.table.vacate(hi);
+            self.absorb(i, hi);
         } else {
             let e = self.table.at(hi);
             e.addr += extra;
@@ -78,16 +73,7 @@ impl ArenaState {
         p.cap = cap;
         p.class = super::bin_of(cap) as u16;
         self.note_grown(extra);
-        let seg = &mut self.heap.segs[s as usize];
-        let (mark, end) = (seg.base + seg.mark, addr + cap);
-        if end > mark {
-            seg.mark = end - seg.base;
-            self.heap.marked += end - mark;
-            // SAFETY: [mark, end) is page-aligned (marks and piece ends are
-            // whole pages), non-empty, inside the segment's live read-write
-            // mapping, and was free until now: nobody else owns those bytes.
-            unsafe { os::prefault(NonNull::new_unchecked(mark as *mut u8), end - mark, os) };
-        }
+        self.raise_mark(s, addr + cap, os);
         Some(cap)
     }
 
