@@ -377,6 +377,7 @@ impl ArenaCore {
     /// (an allocation, a resize): its cache made current first, and the
     /// piece its heap slot keeps back given back to the heap, so the heap
     /// sees that free where it happened.
+    #[inline(always)]
     fn lock_for_heap(&self) -> StateGuard<'_> {
         tcache::prepare(self);
         let mut st = self.lock();
