@@ -202,16 +202,35 @@ impl Bin {
         true
     }
 
+    /// Adds all of `s` (oldest first) as the newest entries in one copy,
+    /// without using credits (a refill); `false` (and no change) when they
+    /// do not all fit.
+    #[inline]
+    pub(crate) fn push_all(&mut self, s: &[Slot]) -> bool {
+        let len = self.len as usize;
+        let Some(to) = self.slots.get_mut(len..len + s.len()) else {
+            return false;
+        };
+        if len + s.len() > self.limit as usize {
+            return false;
+        }
+        to.copy_from_slice(s);
+        // `s.len() <= limit <= BIN_SLOTS`: no overflow.
+        self.len += s.len() as u32;
+        self.set_reach(self.reach.saturating_add(s.len() as u32));
+        true
+    }
+
     /// Puts the entries in free order by their stamps, the most recently
     /// freed on top (handed out first), as the arena hands out its newest
-    /// retained buffer: a refill pushes its batch newest first.
+    /// retained buffer. A refill adds runs that are each in order (a
+    /// depot's slice, oldest first): an insertion sort passes over them
+    /// once and moves only the few out of place (stamps of different
+    /// threads, a run older than the one before it), with no call into a
+    /// general sort.
     pub(crate) fn sort_by_stamp(&mut self) {
         let len = self.len as usize;
         let s = &mut self.slots[..len];
-        // Newest first is close to the order wanted, reversed; an insertion
-        // sort then moves the few out of place (stamps of different threads
-        // in the depot) in one pass, with no call into a general sort.
-        s.reverse();
         for i in 1..s.len() {
             let mut j = i;
             while j > 0 && s[j - 1].stamp > s[j].stamp {
@@ -237,6 +256,20 @@ impl Bin {
         self.slots[len - 1] = s;
     }
 
+    /// Removes the `n` oldest entries (all when fewer), handing them to
+    /// `f` in one slice, oldest first, if it accepts them all (`true`);
+    /// when `f` refuses, nothing changes. The rest move down, keeping
+    /// their order.
+    pub(crate) fn give_oldest(&mut self, n: usize, f: impl FnOnce(&[Slot]) -> bool) -> bool {
+        let len = self.len as usize;
+        let n = n.min(len);
+        if !f(&self.slots[..n]) {
+            return false;
+        }
+        self.drop_oldest(n, len);
+        true
+    }
+
     /// Removes the `n` oldest entries (all when fewer), handing each to
     /// `f` oldest first; the rest move down, keeping their order.
     pub(crate) fn drain_oldest(&mut self, n: usize, mut f: impl FnMut(Slot)) {
@@ -245,6 +278,11 @@ impl Bin {
         for s in &self.slots[..n] {
             f(*s);
         }
+        self.drop_oldest(n, len);
+    }
+
+    /// Drops the `n` oldest of the `len` entries (`n <= len == self.len`).
+    fn drop_oldest(&mut self, n: usize, len: usize) {
         self.slots.copy_within(n..len, 0);
         self.len = (len - n) as u32;
         // The credits stay: `reach` moves with `len`.
@@ -320,6 +358,30 @@ mod tests {
             }
             assert_eq!((b.len() as u32, b.credit()), (len, credit), "step {step}");
         }
+    }
+
+    #[test]
+    fn bulk_moves_keep_order_and_refuse_whole() {
+        let mut b = Bin::new(16 << 10); // 8 entries
+        let run: Vec<Slot> = (0..5).map(s).collect();
+        assert!(b.push_all(&run));
+        assert_eq!((b.len(), b.credit()), (5, 0), "a refill uses no credit");
+        assert!(!b.push_all(&run[..4]), "9 entries do not fit in 8");
+        assert_eq!(b.len(), 5, "a refused push changes nothing");
+        assert!(b.push_all(&run[..3]) && b.len() == 8);
+        // A refusing taker leaves the bin as it was.
+        assert!(!b.give_oldest(3, |_| false));
+        assert_eq!(b.len(), 8);
+        let mut got = vec![];
+        assert!(b.give_oldest(3, |x| {
+            got.extend_from_slice(x);
+            true
+        }));
+        assert_eq!(got, run[..3], "the oldest, oldest first");
+        let rest: Vec<Slot> = core::iter::from_fn(|| b.pop()).collect();
+        let want: Vec<Slot> = [3, 4, 0, 1, 2].into_iter().rev().map(s).collect();
+        assert_eq!(rest, want, "the rest moved down in order");
+        assert!(b.give_oldest(4, |x| x.is_empty()), "nothing left to give");
     }
 
     #[test]

@@ -88,16 +88,16 @@ impl Depot {
 
     /// Takes up to `n` of class `c`'s buffers from the newest end, while
     /// their stamps are at least `from` (all of them with `None`), and
-    /// hands each to `f`, newest first; returns how many. One bound check
-    /// and one count update for the lot: a refill that the depot serves
-    /// alone moves a batch this way.
+    /// hands them to `f` in one slice, oldest first; returns how many. One
+    /// bound check, one copy and one count update for the lot: a refill
+    /// that the depot serves alone moves a batch this way.
     #[inline]
     pub(crate) fn take_newest(
         &mut self,
         c: Class,
         n: usize,
         from: Option<u64>,
-        mut f: impl FnMut(Slot),
+        f: impl FnOnce(&[Slot]),
     ) -> usize {
         let Some(l) = self.lists.get_mut(c) else {
             return 0;
@@ -109,13 +109,27 @@ impl Depot {
             .take_while(|s| from.map_or(true, |m| s.stamp >= m))
             .count();
         let keep = l.len() - k;
-        for s in l[keep..].iter().rev() {
-            f(*s);
-        }
+        f(&l[keep..]);
         l.truncate(keep);
         self.bytes -= k * capacity(c);
         self.buffers -= k;
         k
+    }
+
+    /// Keeps all of `s`, buffers of class `c`, oldest first, in one copy;
+    /// `false` (and no change) when the class's list has not room for all.
+    #[inline]
+    pub(crate) fn push_all(&mut self, c: Class, s: &[Slot]) -> bool {
+        let Some(l) = self.lists.get_mut(c) else {
+            return false;
+        };
+        if l.capacity() - l.len() < s.len() {
+            return false;
+        }
+        l.extend_from_slice(s);
+        self.bytes += s.len() * capacity(c);
+        self.buffers += s.len();
+        true
     }
 
     /// The free stamp of the buffer [`Depot::pop`] would return.
@@ -195,10 +209,33 @@ mod tests {
         assert_eq!(d.pop(0), Some(slot(room - 1)), "newest first");
         let mut got = vec![];
         let newest = d.class(0).0.last().unwrap().stamp;
-        assert_eq!(d.take_newest(0, 5, Some(newest), |s| got.push(s)), 1);
+        assert_eq!(
+            d.take_newest(0, 5, Some(newest), |s| got.extend_from_slice(s)),
+            1
+        );
         assert_eq!(got, [slot(room - 2)], "stops at a stamp below the bound");
         assert!(d.push(0, slot(room - 2)));
+        // Several at once: all or nothing, oldest first, back as they went.
+        while d.room(0) < 2 {
+            d.reserve_one(0).unwrap();
+        }
+        let before = (d.buffers(), d.bytes());
+        let room_now = d.room(0);
+        let many: Vec<Slot> = (100..100 + room_now + 1).map(slot).collect();
+        assert!(!d.push_all(0, &many), "one too many");
+        assert_eq!(
+            (d.buffers(), d.bytes()),
+            before,
+            "a refused push changes nothing"
+        );
+        assert!(d.push_all(0, &many[..2]));
+        assert_eq!(d.buffers(), before.0 + 2);
+        let mut back = vec![];
+        assert_eq!(d.take_newest(0, 2, None, |s| back.extend_from_slice(s)), 2);
+        assert_eq!(back, many[..2], "the newest two, oldest first");
+        assert!(!d.push_all(SMALL_CLASSES, &many[..1]), "no such class");
         let mut seen = vec![];
+        let kept = d.class(0).1;
         d.drain(|c, s| seen.push((c, s.block)));
         let want: Vec<_> = (0..room - 1)
             .map(|k| (0, k as u32))
@@ -206,7 +243,7 @@ mod tests {
             .collect();
         assert_eq!(seen, want, "oldest first within a class");
         assert_eq!((d.bytes(), d.buffers()), (0, 0));
-        assert_eq!(d.class(0).1, room, "room stays");
+        assert_eq!(d.class(0).1, kept, "room stays");
         assert_eq!(d.pop(0), None);
         assert!(d.class(SMALL_CLASSES).0.is_empty() && d.pop(SMALL_CLASSES).is_none());
     }

@@ -1122,25 +1122,35 @@ fn give_back(st: &mut ArenaState, core: &ArenaCore, o: &mut Own, c: Class, n: us
 /// for them); returns how many left the bin and how many of those the
 /// arena freed into the free lists instead (none while the room holds).
 fn keep_in_depot(st: &mut ArenaState, o: &mut Own, c: Class, n: usize) -> (usize, usize) {
-    let (mut moved, mut freed) = (0usize, 0usize);
+    // Kept as the bin had them, in one copy: a buffer freed by address
+    // goes without its block (`NIL`), which only a settle, a pin or the
+    // checker looks up (`tcache/depot.rs`). Its address is one the owner
+    // table placed in a run of class `c` when it was freed; that it is a
+    // buffer this arena handed out is the freeing caller's contract (the
+    // bin hands out its newest entry next, checked or not).
+    let mut moved = 0usize;
+    if o.bins[c].give_oldest(n, |s| {
+        moved = s.len();
+        st.depot.push_all(c, s)
+    }) {
+        return (moved, 0);
+    }
+    // No room after all (the caller checked): freed as a flush into the
+    // lists frees them (which refuses an address no live block starts at).
+    let freed = drain_to_lists(st, o, c, n);
+    (freed, freed)
+}
+
+/// Frees the `n` oldest buffers of bin `c` into their class's free list;
+/// returns how many.
+fn drain_to_lists(st: &mut ArenaState, o: &mut Own, c: Class, n: usize) -> usize {
+    let mut freed = 0usize;
     o.bins[c].drain_oldest(n, |s| {
-        moved += 1;
-        // Kept as the bin had it: a buffer freed by address goes without
-        // its block (`NIL`), which only a settle, a pin or the checker
-        // looks up (`tcache/depot.rs`). Its address is one the owner table
-        // placed in a run of class `c` when it was freed; that it is a
-        // buffer this arena handed out is the freeing caller's contract
-        // (the bin hands out its newest entry next, checked or not).
-        if st.depot.push(c, s) {
-            return;
-        }
-        // Not kept: freed as a flush into the lists frees it (which
-        // refuses an address no live block starts at).
         freed += 1;
         let i = st.free_cached(s.block, s.addr, s.stamp);
         debug_assert!(i != NIL, "a cached buffer was not live");
     });
-    (moved, freed)
+    freed
 }
 
 /// Frees the `n` oldest buffers of bin `c` into their class's free list
@@ -1208,7 +1218,7 @@ fn refill(st: &mut ArenaState, o: &mut Own, c: Class) {
         // newest of both.
         let l = st.list_newest_stamp(c);
         got += st.depot.take_newest(c, batch - got, l, |s| {
-            let pushed = bin.push(s);
+            let pushed = bin.push_all(s);
             debug_assert!(pushed, "an empty bin holds a batch");
         });
         if got == batch || l.is_none() {
@@ -1223,7 +1233,7 @@ fn refill(st: &mut ArenaState, o: &mut Own, c: Class) {
         }
         got += 1;
     }
-    // Pushed newest first: the newest goes on top.
+    // Runs in order, the newest run first: the newest goes on top.
     bin.sort_by_stamp();
     o.held += Held::one(cap) * got as u64;
     o.published += got * cap;
