@@ -98,6 +98,16 @@ pub struct ArenaStats {
     /// runtime whose runs move between worker threads sees it climb by one
     /// a move.
     pub heap_moves: u64,
+    /// Learned placement (`ArenaConfig::learn_placement`): sequences of
+    /// execution-heap requests the arena planned and keeps.
+    pub heap_plans: usize,
+    /// Learned placement: execution-heap requests placed at a plan's
+    /// offset. On a model whose runs repeat, it climbs by the run's heap
+    /// requests every run after the first.
+    pub heap_planned_allocations: u64,
+    /// Learned placement: bytes released above the plans (pages best fit
+    /// materialized that the plans do not need).
+    pub heap_plan_released_bytes: usize,
     /// The arena's own system calls.
     pub os: OsStats,
 }

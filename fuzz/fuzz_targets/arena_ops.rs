@@ -281,8 +281,12 @@ struct World {
     byte: u8,
 }
 
+/// The model places the execution heap by best fit: learned placement is
+/// off (its own tests are `src/arena/heap/learn_tests.rs`).
 fn config() -> ArenaConfig {
-    ArenaConfig::default().huge_pages(false)
+    ArenaConfig::default()
+        .huge_pages(false)
+        .learn_placement(false)
 }
 
 impl World {

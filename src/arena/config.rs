@@ -38,6 +38,16 @@ pub struct ArenaConfig {
     /// operation takes the arena's lock (what a retention cap below 64 MiB
     /// also does, so that the cap bounds every retained byte).
     pub thread_cache: bool,
+    /// Learned placement for the execution heap (default: on; execution
+    /// arenas without pattern mode): when every heap buffer (64 KiB and
+    /// up) has been freed, the heap plans the sequence it just served, if
+    /// it took new memory, with the static planner (lifetimes known now),
+    /// releases the pages above the plan, and places the next sequence
+    /// that repeats it at the planned offsets. Any difference falls back
+    /// to best fit. Costs a few stores per heap request and, once per new
+    /// sequence, the planner's time under the arena's lock. See
+    /// `docs/warm-fidelity.md`.
+    pub learn_placement: bool,
 }
 
 impl Default for ArenaConfig {
@@ -48,6 +58,7 @@ impl Default for ArenaConfig {
             prefault: false,
             pattern: false,
             thread_cache: true,
+            learn_placement: true,
         }
     }
 }
@@ -102,6 +113,18 @@ impl ArenaConfig {
     /// ```
     pub fn thread_cache(mut self, on: bool) -> Self {
         self.thread_cache = on;
+        self
+    }
+
+    /// Sets [`ArenaConfig::learn_placement`].
+    ///
+    /// ```
+    /// assert!(warmarena::ArenaConfig::default().learn_placement);
+    /// let c = warmarena::ArenaConfig::default().learn_placement(false);
+    /// assert!(!c.learn_placement);
+    /// ```
+    pub fn learn_placement(mut self, on: bool) -> Self {
+        self.learn_placement = on;
         self
     }
 }

@@ -26,13 +26,23 @@
 //! and whole idle segments; free holes between live pieces stay
 //! materialized until the pieces around them are freed.
 //!
+//! Learned placement (`heap/learn.rs`, on by default) keeps that
+//! argument with one more input: a plan, made from a sequence the heap
+//! served and followed by a later sequence that starts the same way, is a
+//! function of what ran, and best fit serves whatever a plan does not. The
+//! set of plans changes only when a sequence took new memory.
+//!
 //! Free extents are on size bins (the size classes of their lengths) with a
 //! bitmap of non-empty bins: a search scans at most [`SCAN`] entries of the
 //! request's own bin, then of the first non-empty bin above it, O(1).
 //! Records for the pieces a split makes come from vacant slots reserved on
 //! the cold path, so a warm allocation never allocates metadata.
 
+mod learn;
 mod resize;
+
+pub(crate) use self::learn::Learn;
+use self::learn::Planned;
 
 use super::bitmap::ClassBitmap;
 use super::blocks::{Block, BlockState, List, Place, NIL};
@@ -103,6 +113,8 @@ pub(crate) struct Heap {
     /// The length of a new segment ([`HEAP_SEGMENT_LEN`]; tests shorten
     /// it to see many segments with little memory).
     pub segment_len: usize,
+    /// Learned placement (`heap/learn.rs`).
+    pub learn: Learn,
 }
 
 impl Default for Heap {
@@ -117,6 +129,7 @@ impl Default for Heap {
             parked: NIL,
             version: 0,
             segment_len: HEAP_SEGMENT_LEN,
+            learn: Learn::default(),
         }
     }
 }
@@ -244,6 +257,41 @@ impl ArenaState {
         align: usize,
         os: &OsCounters,
     ) -> Option<Grant> {
+        if self.heap.learn.on {
+            return self.heap_take_warm_learning(eff, align, os);
+        }
+        self.heap_take_warm_placed(eff, align, os)
+    }
+
+    /// [`ArenaState::heap_take_warm`] with learned placement on: the
+    /// followed plan's place, else best fit; recorded.
+    #[inline(never)]
+    fn heap_take_warm_learning(
+        &mut self,
+        eff: usize,
+        align: usize,
+        os: &OsCounters,
+    ) -> Option<Grant> {
+        let (cap, _) = sizes(eff, align);
+        match self.take_planned(cap, align, false, os) {
+            Planned::Taken(g) => return Some(g),
+            Planned::NeedsCold => return None,
+            Planned::Unplanned => {}
+        }
+        let g = self.heap_take_warm_placed(eff, align, os)?;
+        self.learn_granted(g.block, g.ptr.as_ptr() as usize, g.cap, align, !g.warm);
+        Some(g)
+    }
+
+    /// Best fit from materialized memory: the parked piece inline, the
+    /// rest out of line.
+    #[inline(always)]
+    fn heap_take_warm_placed(
+        &mut self,
+        eff: usize,
+        align: usize,
+        os: &OsCounters,
+    ) -> Option<Grant> {
         if self.heap.parked != NIL {
             let (cap, need) = sizes(eff, align);
             if let Some(g) = self.take_parked(cap, need) {
@@ -317,6 +365,12 @@ impl ArenaState {
                 .try_reserve(2 * len + 1)
                 .map_err(|_| NO_ROOM(cap))?;
         }
+        if self.heap.learn.on {
+            self.learn_reserve();
+            if let Planned::Taken(g) = self.take_planned(cap, align, true, os) {
+                return Ok(g);
+            }
+        }
         let mut i = self.heap_find(need);
         if i == NIL {
             i = self.heap_new_segment(need, cap, os)?;
@@ -330,7 +384,11 @@ impl ArenaState {
             return Err(NO_ROOM(cap));
         };
         let addr = (start + align - 1) & !(align - 1);
-        Ok(self.heap_carve(i, s, addr, cap, os))
+        let g = self.heap_carve(i, s, addr, cap, os);
+        if self.heap.learn.on {
+            self.learn_granted(g.block, addr, cap, align, !g.warm);
+        }
+        Ok(g)
     }
 
     /// Drops index entries of addresses where no block starts any more,
@@ -556,6 +614,24 @@ impl ArenaState {
     /// [`Heap::parked`]); everything else, out of line.
     #[inline(always)]
     pub(crate) fn heap_free(&mut self, i: u32, os: &OsCounters) {
+        if self.heap.learn.on {
+            self.heap_free_learning(i, os);
+            return;
+        }
+        self.heap_free_placed(i, os);
+    }
+
+    /// [`ArenaState::heap_free`] with learned placement on: recorded, and
+    /// the epoch ends when it was the last live piece (`heap/learn.rs`).
+    #[inline(never)]
+    fn heap_free_learning(&mut self, i: u32, os: &OsCounters) {
+        self.learn_freeing(i);
+        self.heap_free_placed(i, os);
+        self.learn_after_free(os);
+    }
+
+    #[inline(always)]
+    fn heap_free_placed(&mut self, i: u32, os: &OsCounters) {
         if self.heap.parked == NIL {
             if let Some(s) = self.parks_on_free(i) {
                 self.heap_park(i, s, os);
@@ -706,6 +782,9 @@ impl ArenaState {
             self.heap.version += 1;
             bytes += to - from;
             n += 1;
+        }
+        if n > 0 {
+            self.heap.learn.note_released();
         }
         (bytes, n)
     }
@@ -870,3 +949,7 @@ impl ArenaState {
 #[cfg(test)]
 #[path = "heap/resize_tests.rs"]
 mod resize_tests;
+
+#[cfg(test)]
+#[path = "heap/learn_tests.rs"]
+mod learn_tests;

@@ -1033,6 +1033,7 @@ impl CoreHandle {
                 *(*raw).heap_thread.get_mut() = me;
                 let st = (*raw).state.get_mut();
                 st.heap_on = true;
+                st.heap.learn.on = config.learn_placement;
                 st.heap_thread = me;
                 st.heap_life = super::thread_life::Life::current();
             }

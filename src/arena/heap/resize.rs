@@ -73,6 +73,7 @@ impl ArenaState {
         p.cap = cap;
         p.class = super::bin_of(cap) as u16;
         self.note_grown(extra);
+        self.learn_resized(addr, addr + cap);
         self.raise_mark(s, addr + cap, os);
         Some(cap)
     }
@@ -128,6 +129,7 @@ impl ArenaState {
         p.cap = cap;
         p.class = super::bin_of(cap) as u16;
         self.stats.live_bytes -= cut;
+        self.learn_resized(addr, addr + cap);
         if self.over_cap() {
             self.enforce_cap(os);
         }
