@@ -53,6 +53,9 @@ pub(crate) fn stats_dict<'py>(py: Python<'py>, s: &ArenaStats) -> PyResult<Bound
     d.set_item("mapped_bytes", s.mapped_bytes)?;
     d.set_item("locked_operations", s.locked_operations)?;
     d.set_item("heap_moves", s.heap_moves)?;
+    d.set_item("heap_plans", s.heap_plans)?;
+    d.set_item("heap_planned_allocations", s.heap_planned_allocations)?;
+    d.set_item("heap_plan_released_bytes", s.heap_plan_released_bytes)?;
     let os = PyDict::new(py);
     os.set_item("maps", s.os.maps)?;
     os.set_item("unmaps", s.os.unmaps)?;

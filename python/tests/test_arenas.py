@@ -12,7 +12,8 @@ STATS_FIELDS = {
     "peak_live_bytes", "warm_allocations", "cold_allocations",
     "dedicated_allocations", "frees", "evictions", "evicted_bytes", "trims",
     "trimmed_bytes", "retention_cap", "leased_bytes", "leases", "copies",
-    "copied_bytes", "mapped_bytes", "locked_operations", "heap_moves", "os",
+    "copied_bytes", "mapped_bytes", "locked_operations", "heap_moves", "heap_plans",
+    "heap_planned_allocations", "heap_plan_released_bytes", "os",
 }
 
 DTYPES = ["float32", "float16", "float64", "int64", "int32", "int16", "int8",

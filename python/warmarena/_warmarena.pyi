@@ -52,6 +52,12 @@ class ArenaStats(TypedDict):
     up, one thread's at a time, at first the maker's) moved to another
     thread: a run's thread at a run boundary, or the next to ask after its
     thread exited; only while no heap buffer was live."""
+    heap_plans: int
+    """Learned placement: sequences of heap requests the arena planned."""
+    heap_planned_allocations: int
+    """Learned placement: heap requests placed at a plan's offset."""
+    heap_plan_released_bytes: int
+    """Learned placement: bytes released above the plans."""
     os: OsStats
 
 class Faults(TypedDict):
