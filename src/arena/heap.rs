@@ -265,18 +265,20 @@ impl ArenaState {
 
     /// [`ArenaState::heap_take_warm`] with learned placement on: the
     /// followed plan's place, else best fit; recorded.
-    #[inline(never)]
+    #[inline(always)]
     fn heap_take_warm_learning(
         &mut self,
         eff: usize,
         align: usize,
         os: &OsCounters,
     ) -> Option<Grant> {
-        let (cap, _) = sizes(eff, align);
-        match self.take_planned(cap, align, false, os) {
-            Planned::Taken(g) => return Some(g),
-            Planned::NeedsCold => return None,
-            Planned::Unplanned => {}
+        if self.heap.learn.may_follow() {
+            let (cap, _) = sizes(eff, align);
+            match self.take_planned(cap, align, false, os) {
+                Planned::Taken(g) => return Some(g),
+                Planned::NeedsCold => return None,
+                Planned::Unplanned => {}
+            }
         }
         let g = self.heap_take_warm_placed(eff, align, os)?;
         self.learn_granted(g.block, g.ptr.as_ptr() as usize, g.cap, align, !g.warm);
@@ -367,8 +369,10 @@ impl ArenaState {
         }
         if self.heap.learn.on {
             self.learn_reserve();
-            if let Planned::Taken(g) = self.take_planned(cap, align, true, os) {
-                return Ok(g);
+            if self.heap.learn.may_follow() {
+                if let Planned::Taken(g) = self.take_planned(cap, align, true, os) {
+                    return Ok(g);
+                }
             }
         }
         let mut i = self.heap_find(need);
@@ -615,19 +619,16 @@ impl ArenaState {
     #[inline(always)]
     pub(crate) fn heap_free(&mut self, i: u32, os: &OsCounters) {
         if self.heap.learn.on {
-            self.heap_free_learning(i, os);
+            // Recorded; the epoch ends with the last live piece
+            // (`heap/learn.rs`).
+            self.learn_freeing(i);
+            self.heap_free_placed(i, os);
+            if self.heap.learn.idle() {
+                self.learn_epoch_end(os);
+            }
             return;
         }
         self.heap_free_placed(i, os);
-    }
-
-    /// [`ArenaState::heap_free`] with learned placement on: recorded, and
-    /// the epoch ends when it was the last live piece (`heap/learn.rs`).
-    #[inline(never)]
-    fn heap_free_learning(&mut self, i: u32, os: &OsCounters) {
-        self.learn_freeing(i);
-        self.heap_free_placed(i, os);
-        self.learn_after_free(os);
     }
 
     #[inline(always)]

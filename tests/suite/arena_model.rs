@@ -257,3 +257,106 @@ proptest! {
         replay_ops(&ops, false)?;
     }
 }
+
+/// Found by CI (stop 36): an epoch planned from a run whose growth in
+/// place failed grew in place in the next run, where the plan left room
+/// above the buffer, and took new pages there. While a plan is followed,
+/// growth and shrinking in place are refused, as in the run it came from.
+#[test]
+fn a_growth_refused_when_the_plan_was_learned_is_refused_while_it_is_followed() {
+    let ops = vec![
+        Op::Alloc {
+            size: 61441,
+            align_shift: 0,
+        },
+        Op::Alloc {
+            size: 1,
+            align_shift: 0,
+        },
+        Op::Alloc {
+            size: 1,
+            align_shift: 0,
+        },
+        Op::Free(1655854142809662541),
+        Op::Alloc {
+            size: 1,
+            align_shift: 0,
+        },
+        Op::Alloc {
+            size: 61441,
+            align_shift: 0,
+        },
+        Op::Alloc {
+            size: 94234,
+            align_shift: 0,
+        },
+        Op::Free(7719596937936818821),
+        Op::Grow(5932838852267041791, 1042699),
+        Op::Alloc {
+            size: 4237,
+            align_shift: 0,
+        },
+        Op::Alloc {
+            size: 4086,
+            align_shift: 6,
+        },
+        Op::Alloc {
+            size: 3600,
+            align_shift: 0,
+        },
+        Op::Alloc {
+            size: 899,
+            align_shift: 0,
+        },
+        Op::Alloc {
+            size: 933,
+            align_shift: 0,
+        },
+        Op::Alloc {
+            size: 395,
+            align_shift: 8,
+        },
+        Op::Alloc {
+            size: 308,
+            align_shift: 0,
+        },
+        Op::Alloc {
+            size: 1107,
+            align_shift: 0,
+        },
+        Op::Alloc {
+            size: 153232,
+            align_shift: 12,
+        },
+        Op::Alloc {
+            size: 2476,
+            align_shift: 0,
+        },
+        Op::Alloc {
+            size: 2724,
+            align_shift: 0,
+        },
+        Op::Alloc {
+            size: 2950,
+            align_shift: 4,
+        },
+        Op::Alloc {
+            size: 59042,
+            align_shift: 0,
+        },
+        Op::Alloc {
+            size: 1662,
+            align_shift: 0,
+        },
+        Op::Alloc {
+            size: 1466,
+            align_shift: 0,
+        },
+        Op::Free(11187902752547471300),
+        Op::Alloc {
+            size: 1415835,
+            align_shift: 7,
+        },
+    ];
+    replay_ops(&ops, true).unwrap();
+}

@@ -19,7 +19,8 @@
 //! - The epoch took new memory (a cold heap request), stayed in the first
 //!   segment, asked no alignment above a page, resized nothing, and no
 //!   plan starts with its first request yet: the static planner packs its
-//!   intervals ([`PLAN_NODES`] search nodes, page units). A plan at least
+//!   intervals (page units; [`PLAN_NODES`] search nodes or [`PLAN_TIME`],
+//!   epochs of at most [`MAX_PLAN_ALLOCS`] allocations). A plan at least
 //!   [`MIN_GAIN_DIV`]th lower than the epoch's own top is kept, and the
 //!   first segment's pages above every kept plan (and above the top of
 //!   every epoch that no plan serves) are released: a system call in an
@@ -43,6 +44,7 @@
 //! an epoch that took new memory: in the run that took it, unless a heap
 //! buffer lives on into the next run (the epoch then ends there).
 
+use super::super::blocks::{BlockState, Place};
 use super::super::state::ArenaState;
 use crate::os::{self, OsCounters};
 use crate::planner::{solve, Budget, Buffer, SolveOptions};
@@ -58,8 +60,19 @@ pub(crate) const PLAN_NODES: u64 = 100_000;
 /// least the top over this.
 pub(crate) const MIN_GAIN_DIV: usize = 32;
 
-/// Epochs with more events than this are not learned.
-const MAX_EVENTS: usize = 1 << 16;
+/// Epochs with more allocations than this are not learned: the planner
+/// runs under the arena's lock, and its first constructive pass grows
+/// faster than linearly (an epoch of 20 000 allocations took seconds, one
+/// of 1 900 a third of a second).
+pub(crate) const MAX_PLAN_ALLOCS: usize = 1000;
+
+/// The planner also stops after this long (its first constructive pass
+/// always completes): the free that ends an epoch waits for it under the
+/// arena's lock, in a run that took new memory anyway.
+pub(crate) const PLAN_TIME: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Room for an epoch's events: its allocations and their frees.
+const MAX_EVENTS: usize = 2 * MAX_PLAN_ALLOCS;
 
 /// No allocation index (a record the epoch did not hand out).
 const NONE: u32 = u32::MAX;
@@ -131,6 +144,8 @@ pub(crate) struct Learn {
     kept_high: usize,
     /// [`MAX_PLANS`] reached: no new plan, no release.
     full: bool,
+    /// The last planned piece's record: where the next search starts.
+    hint: u32,
     /// This epoch's first request (length, alignment): the plan it follows
     /// starts with the same.
     key: Option<(usize, usize)>,
@@ -146,6 +161,25 @@ pub(crate) struct Learn {
 }
 
 impl Learn {
+    /// Whether a request may be placed by a plan: one is followed, or an
+    /// epoch starts and plans exist.
+    #[inline(always)]
+    pub(crate) fn may_follow(&self) -> bool {
+        self.follow.is_some() || (self.live == 0 && !self.plans.is_empty())
+    }
+
+    /// Whether this epoch follows a plan (so far).
+    #[inline(always)]
+    pub(crate) fn following(&self) -> bool {
+        self.follow.is_some()
+    }
+
+    /// Whether no heap piece is live (an epoch has ended, or none began).
+    #[inline(always)]
+    pub(crate) fn idle(&self) -> bool {
+        self.live == 0
+    }
+
     /// Whether one more event (and allocation) fits in the room the cold
     /// path reserved: recording never allocates anywhere else.
     #[inline]
@@ -223,7 +257,7 @@ impl ArenaState {
         os: &OsCounters,
     ) -> Planned {
         let l = &mut self.heap.learn;
-        if l.live == 0 && l.caps.is_empty() {
+        if l.live == 0 {
             // An epoch starts: the plan that starts as this request does.
             l.follow = l
                 .plans
@@ -255,27 +289,43 @@ impl ArenaState {
             return Planned::NeedsCold;
         }
         self.unpark();
-        let Some(i) = self.extent_holding(0, addr, end) else {
+        let Some(i) = self.extent_holding(addr, end) else {
             self.heap.learn.follow = None;
             return Planned::Unplanned;
         };
         let g = self.heap_carve(i, 0, addr, cap, os);
+        self.heap.learn.hint = g.block;
         self.heap.learn.matched += 1;
         self.stats.heap_planned_allocations += 1;
         self.learn_granted(g.block, addr, cap, align, !g.warm);
         Planned::Taken(g)
     }
 
-    /// The free extent of segment `s` that holds `[addr, end)`, if any.
-    fn extent_holding(&self, s: u32, addr: usize, end: usize) -> Option<u32> {
-        let seg = self.heap.segs.get(s as usize)?;
+    /// The free extent of the first segment that holds `[addr, end)`, if
+    /// any: found by walking the pieces in address order from the last
+    /// planned piece (a plan's next request usually lies near it), or
+    /// from the segment's first piece.
+    fn extent_holding(&self, addr: usize, end: usize) -> Option<u32> {
+        let seg = self.heap.segs.first()?;
         if end > seg.base + seg.len {
             return None;
         }
-        let mut j = seg.first;
+        let near = self.table.get(self.heap.learn.hint).filter(|b| {
+            b.place == Place::Heap(0) && matches!(b.state, BlockState::Live | BlockState::Extent)
+        });
+        let mut j = if near.is_some() {
+            self.heap.learn.hint
+        } else {
+            seg.first
+        };
+        // Down to a piece that starts at or below `addr`, then up to the
+        // one that holds it.
+        while let Some(b) = self.table.get(j).filter(|b| b.addr > addr) {
+            j = b.lo;
+        }
         while let Some(b) = self.table.get(j) {
             if b.addr + b.cap > addr {
-                let free = b.state == super::super::blocks::BlockState::Extent;
+                let free = b.state == BlockState::Extent;
                 return (free && b.addr <= addr && end <= b.addr + b.cap).then_some(j);
             }
             j = b.hi;
@@ -284,7 +334,9 @@ impl ArenaState {
     }
 
     /// Records a heap grant: piece `block` of `cap` bytes at `addr` for a
-    /// request aligned to `align`; `cold` when it took new memory.
+    /// request aligned to `align`; `cold` when it took new memory. An
+    /// epoch that cannot be learned any more costs two stores here.
+    #[inline(always)]
     pub(crate) fn learn_granted(
         &mut self,
         block: u32,
@@ -293,24 +345,30 @@ impl ArenaState {
         align: usize,
         cold: bool,
     ) {
-        let first = self.heap.segs.first().map(|g| (g.base, g.len));
         let l = &mut self.heap.learn;
         l.live += 1;
         l.cold |= cold;
+        if !l.irregular {
+            self.learn_record_grant(block, addr, cap, align);
+        }
+    }
+
+    #[inline(never)]
+    fn learn_record_grant(&mut self, block: u32, addr: usize, cap: usize, align: usize) {
+        let first = self.heap.segs.first().map(|g| (g.base, g.len));
+        let l = &mut self.heap.learn;
         if l.key.is_none() {
             l.key = Some((cap, align));
         }
         l.hash = mix(l.hash, cap as u64, align as u64);
-        match first {
-            Some((base, len)) if addr >= base && addr < base + len => {
-                l.high = l.high.max(addr + cap - base);
-            }
-            _ => l.irregular = true,
-        }
         let k = l.caps.len();
-        if align > os::page_size() || !l.has_room() || block as usize >= l.ks.len() {
+        let in_first = first.is_some_and(|(base, len)| addr >= base && addr < base + len);
+        if !in_first || align > os::page_size() || !l.has_room() || block as usize >= l.ks.len() {
             l.irregular = true;
             return;
+        }
+        if let Some((base, _)) = first {
+            l.high = l.high.max(addr + cap - base);
         }
         l.evs.push(Ev::Alloc);
         l.caps.push(cap);
@@ -319,19 +377,18 @@ impl ArenaState {
     }
 
     /// A live piece of this epoch was resized in place: not learned.
-    pub(crate) fn learn_resized(&mut self, addr: usize, end: usize) {
-        let base = self.heap.segs.first().map_or(0, |g| g.base);
-        let l = &mut self.heap.learn;
-        l.irregular = true;
-        if addr >= base {
-            l.high = l.high.max(end - base);
-        }
+    pub(crate) fn learn_resized(&mut self) {
+        self.heap.learn.irregular = true;
     }
 
     /// Records the free of heap piece `block` (before the heap takes it).
+    #[inline(always)]
     pub(crate) fn learn_freeing(&mut self, block: u32) {
         let l = &mut self.heap.learn;
         l.live = l.live.saturating_sub(1);
+        if l.irregular {
+            return;
+        }
         let k = l.ks.get(block as usize).copied().unwrap_or(NONE);
         l.hash = mix(l.hash, u64::MAX, k as u64);
         if k == NONE || !l.has_room() {
@@ -339,18 +396,19 @@ impl ArenaState {
         } else {
             l.evs.push(Ev::Free(k));
         }
-        if let Some(x) = l.ks.get_mut(block as usize) {
-            *x = NONE;
-        }
     }
 
-    /// After a free: when no heap piece is live, the epoch ends (see the
-    /// module's doc).
-    pub(crate) fn learn_after_free(&mut self, os: &OsCounters) {
-        if self.heap.learn.live != 0 {
-            return;
-        }
+    /// After the free that left no heap piece live: the epoch ends (see
+    /// the module's doc).
+    #[inline(never)]
+    pub(crate) fn learn_epoch_end(&mut self, os: &OsCounters) {
+        // The top an irregular epoch reached is not recorded: the first
+        // segment's mark is at or above it.
+        let mark = self.heap.segs.first().map_or(0, |g| g.mark);
         let l = &mut self.heap.learn;
+        if l.irregular {
+            l.high = l.high.max(mark);
+        }
         let (n, gen) = (l.caps.len(), l.gen);
         let done = match l.follow.and_then(|f| l.plans.get_mut(f)) {
             Some(p) if l.matched == p.caps.len() && n == p.caps.len() => {
@@ -474,7 +532,13 @@ fn plan_epoch(l: &Learn) -> Option<Plan> {
         max_nodes: PLAN_NODES,
         ..SolveOptions::default()
     };
-    let sol = solve(&bufs, &opts, &Budget::nodes(PLAN_NODES)).ok()?;
+    let start = std::time::Instant::now();
+    let stop = move || start.elapsed() > PLAN_TIME;
+    let budget = Budget {
+        max_nodes: PLAN_NODES,
+        stop: Some(&stop),
+    };
+    let sol = solve(&bufs, &opts, &budget).ok()?;
     Some(Plan {
         caps: l.caps.clone(),
         aligns: l.aligns.clone(),

@@ -174,7 +174,7 @@ fn alternating_shapes_each_get_a_plan_and_stay_warm() {
         .into_iter()
         .map(|o| match o {
             Take(n, al) => Take(n + n / 2, al),
-            g => g,
+            o => o,
         })
         .collect();
     run(&a, &x);

@@ -49,6 +49,11 @@ impl ArenaState {
         if cap <= b.cap {
             return Some(b.cap);
         }
+        if self.heap.learn.following() {
+            // The plan was learned from an epoch that resized nothing in
+            // place: its growths all moved, and so do these.
+            return None;
+        }
         // The parked segment is another (this one has a live piece); merged
         // first, as every general heap path does.
         self.unpark();
@@ -73,7 +78,7 @@ impl ArenaState {
         p.cap = cap;
         p.class = super::bin_of(cap) as u16;
         self.note_grown(extra);
-        self.learn_resized(addr, addr + cap);
+        self.learn_resized();
         self.raise_mark(s, addr + cap, os);
         Some(cap)
     }
@@ -94,6 +99,9 @@ impl ArenaState {
         let cap = piece_len(eff);
         if cap >= b.cap {
             return Some(b.cap);
+        }
+        if self.heap.learn.following() {
+            return None;
         }
         self.unpark();
         let hi = self.table.at(i).hi;
@@ -129,7 +137,7 @@ impl ArenaState {
         p.cap = cap;
         p.class = super::bin_of(cap) as u16;
         self.stats.live_bytes -= cut;
-        self.learn_resized(addr, addr + cap);
+        self.learn_resized();
         if self.over_cap() {
             self.enforce_cap(os);
         }
