@@ -9,12 +9,33 @@ use warmarena_cli::report::{
 use warmarena_cli::scenario::{Drive, Row, Scenario};
 
 fn options() -> warmarena_cli::report::ReportOptions {
-    let args: Vec<String> = ["--scale", "0.25", "--runs", "3", "--idle-ms", "30"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    options_for("transformer")
+}
+
+fn options_for(model: &str) -> warmarena_cli::report::ReportOptions {
+    let args: Vec<String> = [
+        "--scale",
+        "0.25",
+        "--runs",
+        "3",
+        "--idle-ms",
+        "30",
+        "--model",
+        model,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     parse(&args).unwrap()
 }
+
+/// The most the execution arena may hold after its warm runs, over the
+/// live peak, in every scenario but held outputs. Learned placement
+/// (`src/arena/heap/learn.rs`) plans the large model's run after the
+/// first: 1.00-1.04 at full scale on both models (best fit alone held
+/// 1.20 on the transformer and 1.28 on the CNN model; own classes up to
+/// 2.9x on alternating shapes).
+const HELD_BOUND: f64 = 1.10;
 
 fn check_row(r: &Row, peak: usize) {
     let label = format!("scenario {} on {}", r.scenario as usize, r.workload);
@@ -56,8 +77,7 @@ fn check_row(r: &Row, peak: usize) {
         }
     }
     // Every scenario but held outputs: the execution arena holds at most
-    // 1.25x the live peak after its warm runs (the execution heap; own
-    // classes held up to 2.9x on alternating shapes).
+    // `HELD_BOUND` times the live peak after its warm runs.
     if r.scenario != Scenario::HoldOutputs && r.workload == "large-model" {
         let held = e1.retained_bytes + e1.live_bytes;
         println!(
@@ -65,7 +85,7 @@ fn check_row(r: &Row, peak: usize) {
             held as f64 / peak as f64
         );
         assert!(
-            held as f64 <= 1.25 * peak as f64,
+            held as f64 <= HELD_BOUND * peak as f64,
             "{label}: arena holds {held} for a peak of {peak}"
         );
     }
@@ -91,7 +111,18 @@ fn check_row(r: &Row, peak: usize) {
 
 #[test]
 fn every_scenario_keeps_warmarenas_promise_at_small_scale() {
-    let o = options();
+    every_scenario_keeps_the_promise("transformer");
+}
+
+/// The CNN-shaped model: a long-lived residual beside short workspaces,
+/// where best fit held 1.28x its live peak.
+#[test]
+fn every_scenario_keeps_warmarenas_promise_on_the_cnn_model() {
+    every_scenario_keeps_the_promise("cnn");
+}
+
+fn every_scenario_keeps_the_promise(model: &str) {
+    let o = options_for(model);
     let w = Workloads::build(&o).unwrap();
     let d = Drive {
         runs: o.runs,
