@@ -19,8 +19,9 @@
 //! - The epoch took new memory (a cold heap request), stayed in the first
 //!   segment, asked no alignment above a page, resized nothing, and no
 //!   plan starts with its first request yet: the static planner packs its
-//!   intervals (page units; [`PLAN_NODES`] search nodes or [`PLAN_TIME`],
-//!   epochs of at most [`MAX_PLAN_ALLOCS`] allocations). A plan at least
+//!   intervals (page units; a budget in search nodes, [`plan_nodes`], so a
+//!   sequence gets the same plan on any machine; epochs of at most
+//!   [`MAX_PLAN_ALLOCS`] allocations). A plan at least
 //!   [`MIN_GAIN_DIV`]th lower than the epoch's own top is kept, and the
 //!   first segment's pages above every kept plan (and above the top of
 //!   every epoch that no plan serves) are released: a system call in an
@@ -53,8 +54,21 @@ use core::ptr::NonNull;
 /// Most plans an arena keeps; past that, no new plan and no release.
 pub(crate) const MAX_PLANS: usize = 8;
 
-/// Search nodes the planner may spend on one epoch (deterministic).
+/// Search nodes the planner may spend on an epoch of `n` allocations:
+/// [`PLAN_WORK`] over `n` (a node's work grows with the epoch), at most
+/// [`PLAN_NODES`]. A budget in nodes, not time, so that the same epoch
+/// gets the same plan on any machine under any load.
+pub(crate) fn plan_nodes(n: usize) -> u64 {
+    (PLAN_WORK / n.max(1) as u64).min(PLAN_NODES)
+}
+
+/// The most search nodes for one epoch.
 pub(crate) const PLAN_NODES: u64 = 100_000;
+
+/// Nodes times allocations: about 20 ms of search on this machine (2 µs
+/// a node at 500 allocations, 3.7 µs at 1 000), besides the first
+/// constructive pass (15 ms at 1 000).
+pub(crate) const PLAN_WORK: u64 = 4_000_000;
 
 /// A plan is kept only when its height is below the epoch's top by at
 /// least the top over this.
@@ -65,11 +79,6 @@ pub(crate) const MIN_GAIN_DIV: usize = 32;
 /// faster than linearly (an epoch of 20 000 allocations took seconds, one
 /// of 1 900 a third of a second).
 pub(crate) const MAX_PLAN_ALLOCS: usize = 1000;
-
-/// The planner also stops after this long (its first constructive pass
-/// always completes): the free that ends an epoch waits for it under the
-/// arena's lock, in a run that took new memory anyway.
-pub(crate) const PLAN_TIME: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// Room for an epoch's events: its allocations and their frees.
 const MAX_EVENTS: usize = 2 * MAX_PLAN_ALLOCS;
@@ -529,16 +538,10 @@ fn plan_epoch(l: &Learn) -> Option<Plan> {
         .map(|k| Buffer::new(lower[k], upper[k], l.caps[k] / page))
         .collect();
     let opts = SolveOptions {
-        max_nodes: PLAN_NODES,
+        max_nodes: plan_nodes(n),
         ..SolveOptions::default()
     };
-    let start = std::time::Instant::now();
-    let stop = move || start.elapsed() > PLAN_TIME;
-    let budget = Budget {
-        max_nodes: PLAN_NODES,
-        stop: Some(&stop),
-    };
-    let sol = solve(&bufs, &opts, &budget).ok()?;
+    let sol = solve(&bufs, &opts, &Budget::nodes(opts.max_nodes)).ok()?;
     Some(Plan {
         caps: l.caps.clone(),
         aligns: l.aligns.clone(),
