@@ -63,7 +63,12 @@ pub(crate) fn plan_nodes(n: usize) -> u64 {
 }
 
 /// The most search nodes for one epoch.
+#[cfg(not(miri))]
 pub(crate) const PLAN_NODES: u64 = 100_000;
+/// Under Miri (every step interpreted) the tests' small epochs get a
+/// small search.
+#[cfg(miri)]
+pub(crate) const PLAN_NODES: u64 = 2_000;
 
 /// Nodes times allocations: about 20 ms of search on this machine (2 µs
 /// a node at 500 allocations, 3.7 µs at 1 000), besides the first

@@ -1,12 +1,17 @@
 //! Unit tests of learned placement (`learn.rs`): a repeated epoch is
 //! planned below best fit's mark and repeats warm; a different epoch falls
 //! back to best fit and repeats warm too; a trim forgets what plans held.
+//! Under Miri only the first runs (recording, planning, the release and
+//! following, over the heap-backed `os` stand-in): each takes over a
+//! minute there.
 
 use crate::{ArenaConfig, ArenaStats, ExecutionArena};
 use allocator_api2::alloc::{Allocator, Layout};
 use core::ptr::NonNull;
 
-const M: usize = 1 << 20;
+/// The unit of the tests' sizes: 1 MiB, or under Miri (which checks every
+/// byte written) the smallest heap piece.
+const M: usize = if cfg!(miri) { 64 << 10 } else { 1 << 20 };
 
 fn arena(learn: bool) -> ExecutionArena {
     ExecutionArena::with_config(
@@ -137,6 +142,7 @@ fn a_repeated_run_is_planned_below_best_fits_mark_and_repeats_warm() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore)] // a minute or more each under Miri; the first test covers the paths
 fn a_run_that_differs_falls_back_to_best_fit_and_repeats_warm() {
     let a = arena(true);
     run(&a, &abc());
@@ -167,6 +173,7 @@ fn a_run_that_differs_falls_back_to_best_fit_and_repeats_warm() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore)] // a minute or more each under Miri; the first test covers the paths
 fn alternating_shapes_each_get_a_plan_and_stay_warm() {
     let a = arena(true);
     let x = abc();
@@ -193,6 +200,7 @@ fn alternating_shapes_each_get_a_plan_and_stay_warm() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore)] // a minute or more each under Miri; the first test covers the paths
 fn a_trim_forgets_what_plans_held_and_the_next_run_follows_the_plan() {
     let a = arena(true);
     run(&a, &abc());
@@ -209,6 +217,7 @@ fn a_trim_forgets_what_plans_held_and_the_next_run_follows_the_plan() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore)] // a minute or more each under Miri; the first test covers the paths
 fn learning_off_and_pattern_mode_keep_best_fit() {
     let a = arena(false);
     for _ in 0..3 {
@@ -220,6 +229,7 @@ fn learning_off_and_pattern_mode_keep_best_fit() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore)] // a minute or more each under Miri; the first test covers the paths
 fn an_epoch_of_one_buffer_or_without_gain_makes_no_plan() {
     let a = arena(true);
     for _ in 0..3 {

@@ -365,12 +365,19 @@ fn the_heap_threads_exit_and_a_dropped_arena_reach_the_slot() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore)] // minutes under Miri; `learn_tests.rs` has its Miri test
 fn with_learned_placement_the_slot_repeats_warm_from_the_second_run() {
-    let (seeds, steps) = if cfg!(miri) { (1, 24) } else { (40, 300) };
+    let (seeds, steps, unit) = if cfg!(miri) {
+        (1, 24, 64 << 10)
+    } else {
+        (40, 300, 160 << 10)
+    };
     for seed in 0..seeds {
         for max_live in [1, 2, 4] {
-            let ops = workload(seed * 7919 + 13, steps, max_live, 160 << 10);
+            let ops = workload(seed * 7919 + 13, steps, max_live, unit);
             let a = exec(true);
+            // On by default, but not under Miri: on here.
+            a.core.lock().heap.learn.on = true;
             run(&a, &ops);
             let s1 = a.stats();
             let at = run(&a, &ops);
