@@ -612,6 +612,28 @@ impl ArenaState {
         unsafe { os::prefault(NonNull::new_unchecked(mark as *mut u8), end - mark, os) };
     }
 
+    /// Lowers segment `s`'s mark to `from` when it is above, releasing the
+    /// pages in between; returns the bytes released. `from` is a whole page
+    /// in the segment, and no live piece lies above it (the caller's
+    /// contract: those pages are free).
+    fn lower_mark(&mut self, s: u32, from: usize, os: &OsCounters) -> usize {
+        let seg = &mut self.heap.segs[s as usize];
+        let to = seg.base + seg.mark;
+        if from >= to {
+            return 0;
+        }
+        seg.mark = from - seg.base;
+        self.heap.marked -= to - from;
+        self.heap.version += 1;
+        if let Some(p) = NonNull::new(from as *mut u8) {
+            // SAFETY: [from, to) is page-aligned (`from` by the contract,
+            // the mark as every mark), inside the segment's live mapping,
+            // and free: no live piece lies above `from`.
+            unsafe { os::release_pages(p, to - from, os) };
+        }
+        to - from
+    }
+
     /// Returns live heap piece `i`: it becomes a free extent, merged with
     /// free neighbours; the segment goes idle when it was its last live
     /// piece. The segment's only buffer, at its base, is parked inline (see
@@ -771,17 +793,8 @@ impl ArenaState {
             if t.state != BlockState::Extent || t.addr >= seg.base + seg.mark {
                 continue;
             }
-            let from = t.addr;
-            let to = seg.base + seg.mark;
-            if let Some(p) = NonNull::new(from as *mut u8) {
-                // SAFETY: [from, to) is page-aligned, inside the segment's
-                // live mapping, and free: no live piece lies above `from`.
-                unsafe { os::release_pages(p, to - from, os) };
-            }
-            self.heap.segs[s].mark = from - seg.base;
-            self.heap.marked -= to - from;
-            self.heap.version += 1;
-            bytes += to - from;
+            // No live piece lies above the top extent's start.
+            bytes += self.lower_mark(s as u32, t.addr, os);
             n += 1;
         }
         if n > 0 {

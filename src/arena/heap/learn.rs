@@ -49,7 +49,6 @@ use super::super::blocks::{BlockState, Place};
 use super::super::state::ArenaState;
 use crate::os::{self, OsCounters};
 use crate::planner::{solve, Budget, Buffer, SolveOptions};
-use core::ptr::NonNull;
 
 /// Most plans an arena keeps; past that, no new plan and no release.
 pub(crate) const MAX_PLANS: usize = 8;
@@ -99,7 +98,7 @@ enum Ev {
 
 /// One planned epoch: per allocation, its length, alignment and offset
 /// from the first segment's base.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug)]
 struct Plan {
     caps: Vec<usize>,
     aligns: Vec<usize>,
@@ -107,6 +106,13 @@ struct Plan {
     height: usize,
     /// The release generation in which it was made or last followed.
     gen: u64,
+}
+
+impl Plan {
+    /// Whether its first request is `key` (length, alignment).
+    fn starts_with(&self, key: (usize, usize)) -> bool {
+        self.caps.first() == Some(&key.0) && self.aligns.first() == Some(&key.1)
+    }
 }
 
 /// An epoch's first request as seen (`Learn::seen`).
@@ -167,7 +173,7 @@ pub(crate) struct Learn {
     hash: u64,
     /// Per first request seen, the hash of the first epoch that started
     /// with it, and whether another epoch started with it too (then no
-    /// plan is made for it: see [`ArenaState::learn_after_free`]).
+    /// plan is made for it: see [`ArenaState::learn_epoch_end`]).
     seen: Vec<Seen>,
     /// Advanced by every trim or cap release of the heap: plans not used
     /// since and epochs before it no longer hold pages back.
@@ -242,9 +248,6 @@ impl ArenaState {
     pub(crate) fn learn_reserve(&mut self) {
         let n = self.table.len();
         let l = &mut self.heap.learn;
-        if !l.on {
-            return;
-        }
         if l.ks.len() < n && l.ks.try_reserve(n - l.ks.len()).is_ok() {
             l.ks.resize(n, NONE);
         }
@@ -273,10 +276,7 @@ impl ArenaState {
         let l = &mut self.heap.learn;
         if l.live == 0 {
             // An epoch starts: the plan that starts as this request does.
-            l.follow = l
-                .plans
-                .iter()
-                .position(|p| p.caps.first() == Some(&cap) && p.aligns.first() == Some(&align));
+            l.follow = l.plans.iter().position(|p| p.starts_with((cap, align)));
             l.matched = 0;
         }
         let k = l.caps.len();
@@ -434,16 +434,13 @@ impl ArenaState {
         let single = l.note_seen();
         if !done {
             let mut kept = false;
-            let key = (l.caps.first().copied(), l.aligns.first().copied());
             let plannable = l.cold
                 && single
                 && !l.irregular
                 && !l.full
                 && l.caps.len() >= 2
-                && !l
-                    .plans
-                    .iter()
-                    .any(|p| (p.caps.first().copied(), p.aligns.first().copied()) == key);
+                && l.key
+                    .is_some_and(|k| !l.plans.iter().any(|p| p.starts_with(k)));
             if plannable {
                 let seg_len = self.heap.segs.first().map_or(0, |g| g.len);
                 let _m = super::super::metadata::enter();
@@ -500,17 +497,9 @@ impl ArenaState {
             return;
         }
         self.unpark();
-        let from = seg.base + keep;
-        if let Some(p) = NonNull::new(from as *mut u8) {
-            // SAFETY: [from, base + mark) is page-aligned (`keep` and the
-            // mark are whole pages), inside the first segment's live
-            // mapping, and free: the segment is idle.
-            unsafe { os::release_pages(p, seg.mark - keep, os) };
-        }
-        self.heap.segs[0].mark = keep;
-        self.heap.marked -= seg.mark - keep;
-        self.heap.version += 1;
-        self.stats.heap_plan_released_bytes += seg.mark - keep;
+        // The segment is idle: everything above `keep` is free.
+        let released = self.lower_mark(0, seg.base + keep, os);
+        self.stats.heap_plan_released_bytes += released;
     }
 }
 

@@ -1103,7 +1103,7 @@ fn give_back(st: &mut ArenaState, core: &ArenaCore, o: &mut Own, c: Class, n: us
     let cap = capacity(c);
     let n = n.min(o.bins[c].len());
     let (moved, freed) = if !trim && st.depot.room(c) >= n && st.depot_admits(n * cap) {
-        keep_in_depot(st, o, c, n)
+        keep_in_depot(st, core, o, c, n)
     } else {
         free_to_lists(st, core, o, c, n, trim)
     };
@@ -1121,7 +1121,13 @@ fn give_back(st: &mut ArenaState, core: &ArenaCore, o: &mut Own, c: Class, n: us
 /// Moves the `n` oldest buffers of bin `c` into the depot (which has room
 /// for them); returns how many left the bin and how many of those the
 /// arena freed into the free lists instead (none while the room holds).
-fn keep_in_depot(st: &mut ArenaState, o: &mut Own, c: Class, n: usize) -> (usize, usize) {
+fn keep_in_depot(
+    st: &mut ArenaState,
+    core: &ArenaCore,
+    o: &mut Own,
+    c: Class,
+    n: usize,
+) -> (usize, usize) {
     // Kept as the bin had them, in one copy: a buffer freed by address
     // goes without its block (`NIL`), which only a settle, a pin or the
     // checker looks up (`tcache/depot.rs`). Its address is one the owner
@@ -1137,20 +1143,7 @@ fn keep_in_depot(st: &mut ArenaState, o: &mut Own, c: Class, n: usize) -> (usize
     }
     // No room after all (the caller checked): freed as a flush into the
     // lists frees them (which refuses an address no live block starts at).
-    let freed = drain_to_lists(st, o, c, n);
-    (freed, freed)
-}
-
-/// Frees the `n` oldest buffers of bin `c` into their class's free list;
-/// returns how many.
-fn drain_to_lists(st: &mut ArenaState, o: &mut Own, c: Class, n: usize) -> usize {
-    let mut freed = 0usize;
-    o.bins[c].drain_oldest(n, |s| {
-        freed += 1;
-        let i = st.free_cached(s.block, s.addr, s.stamp);
-        debug_assert!(i != NIL, "a cached buffer was not live");
-    });
-    freed
+    free_to_lists(st, core, o, c, n, false)
 }
 
 /// Frees the `n` oldest buffers of bin `c` into their class's free list
