@@ -1,17 +1,31 @@
 //! The hasher of the arena's address-keyed maps: the keys are distinct
 //! integers (buffer addresses, run numbers) whose low bits carry no
-//! information past a known shift, so one multiply by an odd constant,
-//! after dropping those bits, spreads them over the low bits a table
-//! indexes by.
+//! information past a known shift. One full-width multiply by an odd
+//! constant, after dropping those bits, with the product's two halves
+//! xored, spreads every key bit over both the low bits a table indexes by
+//! and the top bits hashbrown tags entries with. (Until stop 37 the low
+//! half alone: page-aligned addresses, the heap's and every large
+//! buffer's, then started their probes in 1/256 of the buckets or fewer.)
 
 use core::hash::Hasher;
 
-/// Hashes a `usize` key as `(key >> SHIFT) * C` (C odd); other input byte
-/// by byte.
+/// Hashes a `usize` key as the folded product `(key >> SHIFT) * C` (C
+/// odd, see [`fold_mul`]); other input byte by byte.
 #[derive(Default)]
 pub(crate) struct MulHasher<const SHIFT: u32>(u64);
 
 const C: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// The 128-bit product of `x` and [`C`], its halves xored: every bit of
+/// `x` reaches both the low bits (the table's index) and the top seven
+/// (hashbrown's tag). A plain 64-bit product leaves the low `k` bits zero
+/// for keys that are multiples of `2^k`: page-aligned addresses then all
+/// start their probe in 1/256 of the buckets.
+#[inline(always)]
+fn fold_mul(x: u64) -> u64 {
+    let p = u128::from(x) * u128::from(C);
+    (p as u64) ^ ((p >> 64) as u64)
+}
 
 impl<const SHIFT: u32> Hasher for MulHasher<SHIFT> {
     fn finish(&self) -> u64 {
@@ -23,7 +37,7 @@ impl<const SHIFT: u32> Hasher for MulHasher<SHIFT> {
         }
     }
     fn write_usize(&mut self, n: usize) {
-        self.0 = ((n as u64) >> SHIFT).wrapping_mul(C);
+        self.0 = fold_mul((n as u64) >> SHIFT);
     }
 }
 
@@ -46,14 +60,39 @@ mod tests {
         v.len()
     }
 
+    /// Keys `k * stride` for k in 1..=1024: how many distinct values
+    /// the low 10 bits (a 1024-bucket table's index) take.
+    fn spread<const S: u32>(stride: usize) -> usize {
+        distinct((1..=1024).map(|k| low_bits::<S>(k * stride)))
+    }
+
     #[test]
-    fn consecutive_keys_land_in_distinct_low_bits() {
-        // 16-byte-aligned addresses with a shift of 4, run numbers whole:
-        // 1024 consecutive keys fill all 1024 values of the low 10 bits.
-        assert_eq!(distinct((0..1024).map(|k| low_bits::<4>(k << 4))), 1024);
-        assert_eq!(distinct((0..1024).map(low_bits::<0>)), 1024);
+    fn aligned_keys_spread_over_the_low_bits() {
+        // Random placement of 1024 keys in 1024 buckets fills about 647;
+        // the plain product filled 4 for page-aligned keys and 1 from
+        // 64 KiB up, so every probe of those started in one group.
+        for stride in [16, 4096, 64 << 10, 2 << 20, 1 << 30] {
+            let n = spread::<4>(stride);
+            assert!(n >= 600, "stride {stride}: {n} of 1024 buckets");
+        }
+        // Run numbers: consecutive integers, unshifted.
+        assert!(spread::<0>(1) >= 600);
         let mut m: HashMap<usize, u32, BuildHasherDefault<MulHasher<4>>> = HashMap::default();
         m.insert(4096, 1);
         assert_eq!(m.get(&4096), Some(&1));
+    }
+
+    #[test]
+    fn the_tag_bits_differ_for_aligned_keys() {
+        // hashbrown compares the top 7 bits before the key: keys that
+        // share them cost a key comparison each.
+        for stride in [16usize, 4096, 2 << 20] {
+            let tags = distinct((1..=1024).map(|k| {
+                let mut h = MulHasher::<4>::default();
+                h.write_usize(k * stride);
+                h.finish() >> 57
+            }));
+            assert_eq!(tags, 128, "stride {stride}");
+        }
     }
 }
