@@ -70,7 +70,7 @@ fn deallocate(core: &ArenaCore, ptr: NonNull<u8>, layout: Layout) {
     if layout.size() == 0 {
         return;
     }
-    match core.free_hit_at(ptr.as_ptr() as usize) {
+    match core.free_hit_layout(ptr.as_ptr() as usize, layout.size(), layout.align()) {
         FreeHit::Done => {}
         // Found small already: straight to the cache's slow path (a free
         // on a thread that did not allocate the buffer comes here).
@@ -263,5 +263,41 @@ mod tests {
         v.shrink_to_fit();
         assert_eq!(v.as_ptr(), p);
         assert_eq!(&v[..3], &[0, 1, 2]);
+    }
+
+    /// A buffer shrunk in place is freed with a layout that names a
+    /// smaller class than the one it was served from (allocator-api2
+    /// allows any size between the request and the returned length): the
+    /// free must return it to its own class (or the heap), not the
+    /// layout's.
+    #[test]
+    fn a_free_whose_layout_names_another_class_returns_the_buffer_to_its_own() {
+        let arena = ExecutionArena::new();
+        let a = &arena;
+        let small = |n| Layout::from_size_align(n, 8).unwrap();
+        for (big, named) in [(1000, 10), (1 << 20, 100)] {
+            // A live buffer of the named class: its bin has credit for a free.
+            let held = Allocator::allocate(&a, small(named)).unwrap().cast::<u8>();
+            let p = Allocator::allocate(&a, small(big)).unwrap().cast::<u8>();
+            // SAFETY: `p` is live with layout `small(big)`; the new size is smaller.
+            let q = unsafe { Allocator::shrink(&a, p, small(big), small(named)) }.unwrap();
+            assert_eq!(q.cast::<u8>(), p, "shrunk in place");
+            // SAFETY: `p` is live; `named` lies between the shrink's request and its length.
+            unsafe { Allocator::deallocate(&a, p, small(named)) };
+            let s = arena.stats();
+            assert_eq!(s.live_buffers, 1, "{big}");
+            // The layout's class did not get the buffer; its own did.
+            let other = Allocator::allocate(&a, small(named)).unwrap().cast::<u8>();
+            assert_ne!(other, p, "{big}: served to the class the layout named");
+            let again = Allocator::allocate(&a, small(big)).unwrap().cast::<u8>();
+            assert_eq!(again, p, "{big}: back in its own class");
+            // SAFETY: all three are live with these layouts.
+            unsafe {
+                Allocator::deallocate(&a, other, small(named));
+                Allocator::deallocate(&a, again, small(big));
+                Allocator::deallocate(&a, held, small(named));
+            }
+        }
+        assert_eq!(arena.stats().live_buffers, 0);
     }
 }

@@ -81,6 +81,13 @@ impl Owner {
         Owner(self.0.cast::<u8>().wrapping_add(class + 1).cast())
     }
 
+    /// Whether this entry is that of `owner`'s runs of small class
+    /// `class`: one comparison with a value computed without a load.
+    #[inline(always)]
+    pub(crate) fn is_run_of(self, owner: Owner, class: usize) -> bool {
+        self.0 as usize == (owner.0 as usize).wrapping_add(class + 1)
+    }
+
     /// This entry's small class when it is `owner`'s run's entry (see
     /// [`small_class_owned_by`]); `None` otherwise.
     #[inline(always)]

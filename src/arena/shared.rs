@@ -99,7 +99,7 @@ pub(crate) const PRIVATE_WRITTEN: [(&str, usize); 3] = [
     ("remote", core::mem::offset_of!(ArenaCore, remote)),
 ];
 
-/// What allocator-api2's free hit ([`ArenaCore::free_hit_at`]) found.
+/// What allocator-api2's free hit ([`ArenaCore::free_hit_layout`]) found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum FreeHit {
     /// The buffer is in this thread's cache.
@@ -168,7 +168,7 @@ const SMALL_MAX: usize = capacity(SMALL_CLASSES - 1);
 /// the class: every capacity is a multiple of it and every buffer is
 /// aligned to it.
 #[inline(always)]
-fn cached_class_of_layout(size: usize, align: usize) -> Option<Class> {
+pub(crate) fn cached_class_of_layout(size: usize, align: usize) -> Option<Class> {
     debug_assert!(align.is_power_of_two());
     if align <= MIN_CAPACITY {
         return (size.wrapping_sub(1) < SMALL_MAX).then(|| class_of_classed(size));
@@ -277,17 +277,49 @@ impl ArenaCore {
         tcache::allocate_hit(self, c)
     }
 
-    /// allocator-api2's free hit: the small buffer at `addr` (found by
-    /// the owner table's run tag) into this thread's cache. Otherwise
-    /// (nothing changed) it says what the free is, so the caller's slow
-    /// path does not look it up again: a small buffer of a class the cache
-    /// did not take (no credit, a full bin, an epoch to honour), or
-    /// anything else.
+    /// allocator-api2's free hit: the small buffer at `addr`, freed with a
+    /// layout of `size` bytes at `align`, into this thread's cache.
+    /// Otherwise (nothing changed) it says what the free is, so the
+    /// caller's slow path does not look it up again: a small buffer of a
+    /// class the cache did not take (no credit, a full bin, an epoch to
+    /// honour), or anything else.
+    ///
+    /// The class is the one the layout names when the owner table's entry
+    /// for `addr` confirms that `addr` is in this arena's run of that
+    /// class; else the class the entry's run tag names, if any.
+    ///
+    /// Why: the class from the table is a value two dependent loads after
+    /// the address, and the cache's push waits for it; the class from the
+    /// layout is arithmetic on values the caller had all along, and the
+    /// table's entry only decides a branch the core predicts. A tight
+    /// allocate+free loop is one dependency chain through the bin, so the
+    /// two loads were on it (see docs/benchmarks.md, stop 37). The layout
+    /// alone is not enough: a buffer may be freed with a layout that names
+    /// a small class it was not served from (a heap piece shrunk in place
+    /// to a small size), so a mismatch takes the table's class.
     #[inline(always)]
-    pub(crate) fn free_hit_at(&self, addr: usize) -> FreeHit {
+    pub(crate) fn free_hit_layout(&self, addr: usize, size: usize, align: usize) -> FreeHit {
+        let entry = super::owners::lookup_tagged(addr);
+        if let Some(c) = cached_class_of_layout(size, align) {
+            let me = super::owners::Owner((self as *const ArenaCore).cast_mut().cast());
+            if entry.is_run_of(me, c) {
+                if tcache::free_hit(self, c, addr, NIL) {
+                    return FreeHit::Done;
+                }
+                return FreeHit::Small(c);
+            }
+        }
+        self.free_hit_tagged(addr, entry)
+    }
+
+    /// The free hit by the owner table's entry for `addr` alone (its run
+    /// tag names the class).
+    #[inline(always)]
+    fn free_hit_tagged(&self, addr: usize, entry: super::owners::Owner) -> FreeHit {
         // No pattern check here either: a pattern arena's caches never hit,
         // and its misses go to the pattern seam ([`Self::free_small_missed`]).
-        match self.small_class_at(addr) {
+        let me = super::owners::Owner((self as *const ArenaCore).cast_mut().cast());
+        match entry.small_class_for(me) {
             Some(c) if tcache::free_hit(self, c, addr, NIL) => FreeHit::Done,
             Some(c) => FreeHit::Small(c),
             None => FreeHit::Other,

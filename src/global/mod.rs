@@ -69,7 +69,7 @@ pub use counting::CountingSystem;
 pub use scope::ScopeGuard;
 
 use crate::arena::owners::{self, Owner};
-use crate::arena::shared::ArenaCore;
+use crate::arena::shared::{cached_class_of_layout, ArenaCore};
 use crate::arena::{metadata, ExecutionArena, MAX_ALIGN};
 use core::ptr::NonNull;
 use stats::Counter;
@@ -560,6 +560,30 @@ impl<B: GlobalAlloc> ScopedGlobal<B> {
     }
 }
 
+/// A small buffer of class `class` at `ptr`, in a run of the arena at
+/// `this`, into this thread's cache; counted as returned in scope.
+///
+/// # Safety
+/// `this` is the live body that owns the run holding `ptr`, a live buffer
+/// of that class (the caller's, which keeps the body alive).
+#[inline(always)]
+unsafe fn free_in_scope(
+    this: *const ArenaCore,
+    class: usize,
+    ptr: *mut u8,
+    layout: Layout,
+) -> bool {
+    // SAFETY: the caller's contract: a live body.
+    if unsafe { &*this }.free_cached(class, ptr as usize) {
+        stats::note(
+            Counter::ReturnedInScope,
+            Some((Counter::ReturnedInScopeBytes, layout.size())),
+        );
+        return true;
+    }
+    false
+}
+
 // SAFETY: every pointer handed out is either from the backing allocator (and freed to it:
 // its granule is never registered by an arena) or a live arena buffer of at
 // least the requested size and alignment (the arena guarantees both, and its
@@ -601,17 +625,27 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for ScopedGlobal<B> {
             return unsafe { self.backing.dealloc(ptr, layout) };
         }
         // The hit, call-free: a small buffer of this thread's own scope's
-        // arena into the thread's cache (one comparison finds both the
-        // owner and the class).
+        // arena into the thread's cache. The class the layout names, when
+        // the entry is this arena's run of it (one comparison with a value
+        // computed without a load: the cache's push does not wait for the
+        // entry, see `ArenaCore::free_hit_layout`); else the class the
+        // entry's tag names, if the run is this arena's.
         let this = scope::explicit();
-        if let Some(class) = entry.small_class_for(Owner(this.cast())) {
-            // SAFETY: `this` owns the run holding `ptr`: a live body, kept
-            // alive by the live buffer at `ptr` (the caller's).
-            if unsafe { &*this }.free_cached(class, ptr as usize) {
-                stats::note(
-                    Counter::ReturnedInScope,
-                    Some((Counter::ReturnedInScopeBytes, layout.size())),
-                );
+        let me = Owner(this.cast());
+        if let Some(class) = cached_class_of_layout(layout.size(), layout.align()) {
+            if entry.is_run_of(me, class) {
+                // SAFETY: `this` owns the run holding `ptr`: a live body,
+                // kept alive by the live buffer at `ptr` (the caller's).
+                if unsafe { free_in_scope(this, class, ptr, layout) } {
+                    return;
+                }
+                // SAFETY: forwarded contract: `ptr` is arena memory.
+                return unsafe { self.dealloc_miss(ptr, layout) };
+            }
+        }
+        if let Some(class) = entry.small_class_for(me) {
+            // SAFETY: as above.
+            if unsafe { free_in_scope(this, class, ptr, layout) } {
                 return;
             }
         }
