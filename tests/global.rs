@@ -368,3 +368,41 @@ fn alignment_above_the_arena_falls_back() {
     assert!(global::stats().fallback_allocs > before.fallback_allocs);
     assert_eq!(arena.stats().cold_allocations, 0);
 }
+
+/// A buffer shrunk in place by `realloc` is freed with its new, smaller
+/// layout, which names a smaller class than its run's: the free returns it
+/// to its own class, not to the one the layout names.
+#[test]
+fn a_buffer_shrunk_in_place_goes_back_to_its_own_class() {
+    let arena = ExecutionArena::new();
+    let _g = global::enter(&arena);
+    let big = Layout::from_size_align(1000, 8).unwrap();
+    let small = Layout::from_size_align(10, 8).unwrap();
+    // The compiler may drop an allocation whose pointer only reaches its
+    // free: every pointer goes through `black_box`.
+    let bb = std::hint::black_box::<*mut u8>;
+    // SAFETY: non-zero layouts; every buffer is freed once with the layout
+    // it has at that moment (after the realloc, `small`).
+    unsafe {
+        // The thread's cache made, both classes carved once.
+        let (a, b) = (bb(std::alloc::alloc(small)), bb(std::alloc::alloc(big)));
+        std::alloc::dealloc(a, small);
+        std::alloc::dealloc(b, big);
+        assert_eq!(live(&arena), 0);
+        // A live buffer of the small class: its bin has credit for a free.
+        let held = bb(std::alloc::alloc(small));
+        let p = bb(std::alloc::alloc(big));
+        let q = bb(std::alloc::realloc(p, big, small.size()));
+        assert_eq!(q, p, "shrunk in place");
+        std::alloc::dealloc(p, small);
+        assert_eq!(live(&arena), 1);
+        let other = bb(std::alloc::alloc(small));
+        assert_ne!(other, p, "served to the class the layout named");
+        let again = bb(std::alloc::alloc(big));
+        assert_eq!(again, p, "back in its own class");
+        std::alloc::dealloc(other, small);
+        std::alloc::dealloc(again, big);
+        std::alloc::dealloc(held, small);
+    }
+    assert_eq!(live(&arena), 0);
+}
