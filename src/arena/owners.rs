@@ -85,7 +85,7 @@ impl Owner {
     /// `class`: one comparison with a value computed without a load.
     #[inline(always)]
     pub(crate) fn is_run_of(self, owner: Owner, class: usize) -> bool {
-        self.0 as usize == (owner.0 as usize).wrapping_add(class + 1)
+        self == owner.tagged(class)
     }
 
     /// This entry's small class when it is `owner`'s run's entry (see

@@ -299,31 +299,35 @@ impl ArenaCore {
     /// to a small size), so a mismatch takes the table's class.
     #[inline(always)]
     pub(crate) fn free_hit_layout(&self, addr: usize, size: usize, align: usize) -> FreeHit {
-        let entry = super::owners::lookup_tagged(addr);
-        if let Some(c) = cached_class_of_layout(size, align) {
-            let me = super::owners::Owner((self as *const ArenaCore).cast_mut().cast());
-            if entry.is_run_of(me, c) {
-                if tcache::free_hit(self, c, addr, NIL) {
-                    return FreeHit::Done;
-                }
-                return FreeHit::Small(c);
-            }
-        }
-        self.free_hit_tagged(addr, entry)
-    }
-
-    /// The free hit by the owner table's entry for `addr` alone (its run
-    /// tag names the class).
-    #[inline(always)]
-    fn free_hit_tagged(&self, addr: usize, entry: super::owners::Owner) -> FreeHit {
         // No pattern check here either: a pattern arena's caches never hit,
         // and its misses go to the pattern seam ([`Self::free_small_missed`]).
-        let me = super::owners::Owner((self as *const ArenaCore).cast_mut().cast());
-        match entry.small_class_for(me) {
-            Some(c) if tcache::free_hit(self, c, addr, NIL) => FreeHit::Done,
-            Some(c) => FreeHit::Small(c),
+        let entry = super::owners::lookup_tagged(addr);
+        if let Some(c) = cached_class_of_layout(size, align) {
+            if entry.is_run_of(self.as_owner(), c) {
+                return self.free_hit_class(c, addr);
+            }
+        }
+        match entry.small_class_for(self.as_owner()) {
+            Some(c) => self.free_hit_class(c, addr),
             None => FreeHit::Other,
         }
+    }
+
+    /// The free hit of a small buffer of class `c` at `addr`: into this
+    /// thread's cache, or what the slow path needs to know.
+    #[inline(always)]
+    fn free_hit_class(&self, c: usize, addr: usize) -> FreeHit {
+        if tcache::free_hit(self, c, addr, NIL) {
+            FreeHit::Done
+        } else {
+            FreeHit::Small(c)
+        }
+    }
+
+    /// This body as the owner table names it.
+    #[inline(always)]
+    fn as_owner(&self) -> super::owners::Owner {
+        super::owners::Owner((self as *const ArenaCore).cast_mut().cast())
     }
 
     /// A small buffer of class `c` at `addr` whose free the cache's hit
@@ -837,8 +841,7 @@ impl ArenaCore {
     /// address.
     #[inline]
     pub(crate) fn small_class_at(&self, addr: usize) -> Option<usize> {
-        let me = super::owners::Owner((self as *const ArenaCore).cast_mut().cast());
-        super::owners::small_class_owned_by(addr, me)
+        super::owners::small_class_owned_by(addr, self.as_owner())
     }
 
     /// The live block starting at `addr` and its capacity.
