@@ -6,7 +6,9 @@
 #   src/scratch/loom_tests.rs  claim / grow / release / trim (real Slot)
 #   src/arena/owners_loom.rs   owner-by-address table (extracted core)
 #   src/arena/tcache/*.rs      epoch (trim, orphaning), link (who frees a
-#                              cache), claim (a cache's offered buffer)
+#                              cache), claim (a cache's offered buffer),
+#                              remote (the remote-free stack: push, take,
+#                              take without the lock, close)
 # Built in its own target directory (target/loom) so that the cfg change
 # does not invalidate the normal build.
 set -euo pipefail

@@ -179,6 +179,23 @@ impl Bin {
         self.len < self.room && self.put_on_top(s)
     }
 
+    /// [`Bin::push_freed`] for a buffer freed on another thread and taken
+    /// from the arena's remote stack (`collect.rs`): against a credit and
+    /// while the bin has room, at its place in free order (its stamp may
+    /// be older than entries freed here since: it goes below those).
+    pub(crate) fn push_returned(&mut self, s: Slot) -> bool {
+        if !self.push_freed(s) {
+            return false;
+        }
+        let len = self.len as usize;
+        let mut j = len - 1;
+        while j > 0 && self.slots[j - 1].stamp > s.stamp {
+            self.slots.swap(j - 1, j);
+            j -= 1;
+        }
+        true
+    }
+
     /// Adds `s` as the newest entry without using a credit (a refill, or
     /// a free whose credit [`Bin::take_credit`] took); `false` (and no
     /// change) when full.
@@ -314,6 +331,26 @@ mod tests {
 
     fn s(k: usize) -> Slot {
         Slot::for_test(k)
+    }
+
+    #[test]
+    fn a_returned_buffer_needs_a_credit_and_goes_in_at_its_stamp() {
+        let mut b = Bin::new(64);
+        assert!(!b.push_returned(s(5)), "no credit: back to the arena");
+        for _ in 0..4 {
+            b.note_handed_out();
+        }
+        assert!(b.push_freed(s(2)));
+        assert!(b.push_freed(s(6)));
+        assert!(
+            b.push_returned(s(4)),
+            "older than the top, newer than the bottom"
+        );
+        assert!(b.push_returned(s(1)), "older than every entry");
+        assert!(!b.push_returned(s(9)), "four credits, all used");
+        assert_eq!(b.credit(), 0);
+        let order: Vec<u64> = std::iter::from_fn(|| b.pop()).map(|x| x.stamp).collect();
+        assert_eq!(order, vec![6, 4, 2, 1], "newest on top");
     }
 
     #[test]

@@ -14,8 +14,11 @@
 //!   half a bin's worth of the class's retained buffers under one lock
 //!   acquisition; a full one gives its oldest half back the same way.
 //! - A buffer belongs to the arena, not to a thread: a buffer freed on
-//!   another thread goes into *that* thread's cache (no remote list, no
-//!   message, no lock convoy), and any thread's flush returns it.
+//!   another thread goes into *that* thread's cache when it has a credit
+//!   for its class (it handed one out), else onto the arena's remote stack
+//!   (`remote.rs`), which the next lock holder, or a thread whose bin ran
+//!   empty (`collect.rs`, no lock), takes whole; any thread's flush
+//!   returns what it holds.
 //! - Finding the class of a small buffer from its address alone (the
 //!   scoped global allocator and allocator-api2 frees) is arithmetic: the
 //!   owner table (`owners.rs`) tags each run's granules with the run's
@@ -40,6 +43,7 @@
 
 mod bin;
 mod claim;
+mod collect;
 mod depot;
 pub(crate) mod epoch;
 mod heap_slot;
@@ -1179,10 +1183,28 @@ fn allocate_slow(core: &ArenaCore, c: Class) -> Option<Grant> {
     if let Some(s) = o.bins[c].pop() {
         return Some(take(cache, o, s, c));
     }
+    // Buffers other threads freed, kept here against this cache's credits
+    // without the lock (`collect.rs`); the rest go back under it.
+    let rest = if core.remote.pending() {
+        collect::collect(core, cache, o)
+    } else {
+        0
+    };
+    if let Some(s) = o.bins[c].pop() {
+        if rest != 0 {
+            locked(core, cache, o, |st, _| remote::absorb(st, core, rest));
+        }
+        return Some(take(cache, o, s, c));
+    }
     // Refill with the class's own retained buffers, newest first: held by
     // the cache as they become live to the arena (one store of the
     // counters for the batch, before the lock is let go).
-    locked(core, cache, o, |st, o| refill(st, o, c));
+    locked(core, cache, o, |st, o| {
+        if rest != 0 {
+            remote::absorb(st, core, rest);
+        }
+        refill(st, o, c)
+    });
     // Nothing of the class itself: the shared path serves it (a new buffer
     // of the class). Only the request's own class is reused, in the cache
     // as in the arena (`reuse.rs`), so that a repeated workload holds the

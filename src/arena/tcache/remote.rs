@@ -15,7 +15,9 @@
 //! stamp). Whoever takes the arena's lock next takes the whole stack with
 //! one swap and returns its buffers as a cache's flush would: into the
 //! depot, where the producers' next refill finds them, or into their
-//! classes' free lists at their free stamps ([`absorb`]). So every locked
+//! classes' free lists at their free stamps ([`absorb`]). A thread whose
+//! bin ran empty takes the stack first, without the lock, and keeps what
+//! it has credit for in its own cache (`collect.rs`). So every locked
 //! operation (a refill, a carve, `stats()`, `trim`, a cap) sees the arena
 //! as if the frees had taken the lock themselves: nothing is stranded in
 //! a thread, and a warm run finds every buffer a cold run freed.
@@ -94,9 +96,32 @@ impl Remote {
         if !self.pending() {
             return 0;
         }
-        // Only the lock holder takes or closes, so the head is not CLOSED
-        // here; acquire pairs with each push's release.
+        // Only the lock holder closes ([`Remote::take_shared`] never does),
+        // so the head is not CLOSED here; acquire pairs with each push's
+        // release.
         self.0.swap(0, Ordering::Acquire)
+    }
+
+    /// Without the arena's lock: every pushed buffer, as [`Remote::take`]
+    /// returns them (0: none, or the stack is closed). For a thread that
+    /// will put them into its own cache (`collect.rs`); it must be
+    /// operating on the arena through a handle, so the stack is not closed
+    /// under it, but a closed stack stays closed all the same.
+    pub(crate) fn take_shared(&self) -> usize {
+        let mut head = self.0.load(Ordering::Relaxed);
+        loop {
+            if head <= CLOSED {
+                return 0;
+            }
+            // Acquire pairs with each push's release, as in `take`.
+            match self
+                .0
+                .compare_exchange_weak(head, 0, Ordering::Acquire, Ordering::Relaxed)
+            {
+                Ok(_) => return head,
+                Err(now) => head = now,
+            }
+        }
     }
 
     /// Under the arena's lock, when its last handle goes: every pushed
@@ -353,6 +378,51 @@ mod loom_tests {
             }
             assert_eq!(back, 2);
             assert_eq!(remote.take(), 0);
+        });
+    }
+
+    /// A thread takes the stack without the lock (`collect.rs`) while
+    /// another frees onto it and the lock holder closes it: every buffer
+    /// comes back exactly once (to the collector, the closer, or refused
+    /// and freed through the lock), a closed stack stays closed, and the
+    /// collector reads the link the pusher wrote.
+    #[test]
+    fn loom_a_take_without_the_lock_and_the_close_share_every_free_once() {
+        crate::sync::loom_model(3, || {
+            let remote = Arc::new(Remote::default());
+            let links = Arc::new(Links([UnsafeCell::new(0), UnsafeCell::new(0)]));
+            let walk = |links: &Links, mut head: usize| {
+                let mut n = 0;
+                while head != 0 {
+                    // SAFETY (model): taken after the push's release.
+                    head = links.0[head / 16 - 1].with(|p| unsafe { *p });
+                    n += 1;
+                }
+                n
+            };
+            let pusher = {
+                let (r, l) = (Arc::clone(&remote), Arc::clone(&links));
+                thread::spawn(move || {
+                    let mut refused = 0;
+                    for k in 0..2 {
+                        let a = 16 * (k + 1);
+                        // SAFETY (model): the buffer is this thread's until pushed.
+                        if !r.push(a, |next| l.0[k].with_mut(|p| unsafe { *p = next })) {
+                            refused += 1;
+                        }
+                    }
+                    refused
+                })
+            };
+            let collector = {
+                let (r, l) = (Arc::clone(&remote), Arc::clone(&links));
+                thread::spawn(move || walk(&l, r.take_shared()))
+            };
+            let closed = walk(&links, remote.close());
+            let back = closed + collector.join().unwrap() + pusher.join().unwrap();
+            assert_eq!(back, 2);
+            assert_eq!(remote.take_shared(), 0, "closed stays closed");
+            assert!(!remote.pending());
         });
     }
 }

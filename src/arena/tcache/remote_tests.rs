@@ -207,3 +207,119 @@ fn a_free_without_credit_is_the_next_hand_out_of_its_class() {
     assert_eq!((s.live_buffers, s.retained_buffers), (0, 2));
     assert_eq!(a.check_invariants(), Ok(()));
 }
+
+/// A consumer thread that lives across rounds: its cache is made by a
+/// first free, so later frees take no lock of their own.
+struct Consumer {
+    tx: std::sync::mpsc::Sender<Vec<Allocation>>,
+    done: std::sync::mpsc::Receiver<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Consumer {
+    fn start(a: &ExecutionArena) -> Consumer {
+        let (tx, rx) = std::sync::mpsc::channel::<Vec<Allocation>>();
+        let (done_tx, done) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            for bufs in rx {
+                for (k, x) in bufs.into_iter().enumerate() {
+                    assert!(x.as_slice().iter().all(|&b| b == k as u8), "buffer {k}");
+                    drop(x);
+                }
+                done_tx.send(()).unwrap();
+            }
+        });
+        let c = Consumer { tx, done, thread };
+        // Its cache for `a`, made by this free.
+        c.free(produce(a, &[16]));
+        c
+    }
+
+    /// Frees `bufs` on the consumer's thread and waits until it has.
+    fn free(&self, bufs: Vec<Allocation>) {
+        self.tx.send(bufs).unwrap();
+        self.done.recv().unwrap();
+    }
+
+    fn stop(self) {
+        drop(self.tx);
+        self.thread.join().unwrap();
+    }
+}
+
+#[test]
+fn a_thread_whose_bin_runs_empty_takes_the_remote_frees_without_the_lock() {
+    let a = arena();
+    let consumer = Consumer::start(&a);
+    let n = if cfg!(miri) { 6 } else { 20 };
+    let sz = vec![200; n];
+    let first = produce(&a, &sz);
+    let mut addrs: Vec<*const u8> = first.iter().map(Allocation::as_ptr).collect();
+    let before = a.stats();
+    consumer.free(first);
+    assert!(a.core.remote.pending(), "the frees wait on the stack");
+    // The bin of 200 B is empty: the first allocation takes the stack
+    // (this thread handed those buffers out, so it has the credit) and
+    // every one is served from the bin.
+    let again = produce(&a, &sz);
+    assert!(!a.core.remote.pending(), "taken without the lock");
+    let s = a.stats();
+    // `stats()` is the one locked operation (before: a refill or more).
+    assert_eq!(s.locked_operations, before.locked_operations + 1);
+    let mut back: Vec<*const u8> = again.iter().map(Allocation::as_ptr).collect();
+    addrs.sort();
+    back.sort();
+    assert_eq!(back, addrs, "the same buffers, none new");
+    assert_eq!(s.cold_allocations, before.cold_allocations);
+    assert_eq!((s.live_buffers, s.frees), (n, before.frees + n as u64));
+    assert!(again.iter().all(Allocation::served_warm));
+    assert_eq!(a.check_invariants(), Ok(()));
+    consumer.free(again);
+    consumer.stop();
+    let s = a.stats();
+    assert_eq!((s.live_bytes, s.live_buffers), (0, 0));
+    assert_eq!(s.frees, before.frees + 2 * n as u64);
+    assert_eq!(a.check_invariants(), Ok(()));
+}
+
+#[test]
+fn remote_frees_of_a_class_a_thread_did_not_hand_out_go_back_to_the_arena() {
+    let a = arena();
+    let consumer = Consumer::start(&a);
+    let n = if cfg!(miri) { 4 } else { 10 };
+    // Handed out by the arena itself (caching off under a small cap):
+    // this thread's cache has no credit for 3000 B buffers.
+    a.set_retention_cap(1 << 20);
+    let other = produce(&a, &vec![3000; n]);
+    a.set_retention_cap(usize::MAX);
+    let mine = produce(&a, &vec![200; n]);
+    let theirs: Vec<*const u8> = other.iter().map(Allocation::as_ptr).collect();
+    let before = a.stats();
+    consumer.free(other);
+    consumer.free(mine);
+    // 200 B: taken from the stack into this thread's bin; 3000 B: no
+    // credit here, so back to the arena (under the lock), not hoarded.
+    let again = produce(&a, &vec![200; n]);
+    assert!(!a.core.remote.pending());
+    let s = a.stats();
+    assert_eq!(s.live_buffers, n);
+    assert_eq!(s.frees, before.frees + 2 * n as u64);
+    assert_eq!(s.retained_buffers, before.retained_buffers + n);
+    assert_eq!(a.check_invariants(), Ok(()));
+    // Whoever allocates 3000 B next (another thread here) finds them in
+    // the arena: warm, the same buffers.
+    let other = std::thread::scope(|s| s.spawn(|| produce(&a, &vec![3000; n])).join().unwrap());
+    assert!(other.iter().all(Allocation::served_warm));
+    let mut got: Vec<*const u8> = other.iter().map(Allocation::as_ptr).collect();
+    let mut want = theirs;
+    got.sort();
+    want.sort();
+    assert_eq!(got, want);
+    assert_eq!(a.stats().cold_allocations, before.cold_allocations);
+    consumer.free(other);
+    consumer.free(again);
+    consumer.stop();
+    let s = a.stats();
+    assert_eq!((s.live_bytes, s.live_buffers), (0, 0));
+    assert_eq!(a.check_invariants(), Ok(()));
+}
