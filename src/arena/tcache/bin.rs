@@ -53,6 +53,17 @@ impl Slot {
     }
 }
 
+/// Moves entry `i` of `s` down past the entries below it that were freed
+/// later (a higher stamp), when those below `i` are in order: one step of
+/// an insertion sort.
+fn sink_by_stamp(s: &mut [Slot], i: usize) {
+    let mut j = i;
+    while j > 0 && s[j - 1].stamp > s[j].stamp {
+        s.swap(j - 1, j);
+        j -= 1;
+    }
+}
+
 /// A bounded stack of free buffers of one class.
 #[derive(Debug)]
 pub(crate) struct Bin {
@@ -188,11 +199,7 @@ impl Bin {
             return false;
         }
         let len = self.len as usize;
-        let mut j = len - 1;
-        while j > 0 && self.slots[j - 1].stamp > s.stamp {
-            self.slots.swap(j - 1, j);
-            j -= 1;
-        }
+        sink_by_stamp(&mut self.slots[..len], len - 1);
         true
     }
 
@@ -249,11 +256,7 @@ impl Bin {
         let len = self.len as usize;
         let s = &mut self.slots[..len];
         for i in 1..s.len() {
-            let mut j = i;
-            while j > 0 && s[j - 1].stamp > s[j].stamp {
-                s.swap(j - 1, j);
-                j -= 1;
-            }
+            sink_by_stamp(s, i);
         }
     }
 

@@ -17,7 +17,7 @@
 //! miss is paid by the thread that will write into the buffer next, and
 //! nobody waits for it. What it has no credit or room for goes back to
 //! the arena under the lock, as a lock holder's take would have returned
-//! it ([`super::remote::absorb`]): a thread does not hoard classes it does not
+//! it ([`remote::absorb`]): a thread does not hoard classes it does not
 //! allocate.
 //!
 //! To the arena a buffer on the stack is live; one collected here is
@@ -26,16 +26,15 @@
 //! are stored once for the whole collection.
 
 use super::bin::Slot;
-use super::remote::link;
-use super::{Cache, Own, SMALL_CLASSES};
+use super::remote::{self, link};
+use super::{Cache, Own};
 use crate::arena::blocks::NIL;
-use crate::arena::run_index;
 use crate::arena::shared::ArenaCore;
 use core::sync::atomic::Ordering::Relaxed;
 
 /// Takes the arena's remote stack (if any buffer waits) and keeps what
 /// this cache has credit and room for; returns the rest as a chain, newest
-/// first, for [`super::remote::absorb`] under the lock (0: nothing left). The
+/// first, for [`remote::absorb`] under the lock (0: nothing left). The
 /// caller operates on the arena through a handle (an allocation), so the
 /// stack is open and the buffers stay the arena's while they are walked.
 pub(super) fn collect(core: &ArenaCore, cache: &Cache, o: &mut Own) -> usize {
@@ -77,12 +76,9 @@ pub(super) fn collect(core: &ArenaCore, cache: &Cache, o: &mut Own) -> usize {
 /// the address is not a small buffer's slot start (never: the freeing
 /// thread found its class the same way).
 fn keep(core: &ArenaCore, o: &mut Own, addr: usize, stamp: u64) -> bool {
-    let Some(k) = core.small_class_at(addr) else {
+    let Some(k) = remote::pushed_class(core, addr) else {
         return false;
     };
-    if k >= SMALL_CLASSES || !run_index::starts_slot(k, addr) {
-        return false;
-    }
     let bin = &mut o.bins[k];
     let s = Slot {
         addr,

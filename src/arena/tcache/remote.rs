@@ -212,20 +212,26 @@ pub(crate) fn absorb(st: &mut ArenaState, core: &ArenaCore, head: usize) {
     }
 }
 
+/// The small class of the pushed buffer at `addr`: its run's tag in the
+/// owner table, with `addr` checked by arithmetic to start one of the
+/// run's slots; `None` for anything else (never: the freeing thread found
+/// its class the same way).
+pub(crate) fn pushed_class(core: &ArenaCore, addr: usize) -> Option<usize> {
+    core.small_class_at(addr)
+        .filter(|&c| c < SMALL_CLASSES && run_index::starts_slot(c, addr))
+}
+
 /// One remotely freed buffer back to the arena (see [`absorb`]). Its
 /// class comes from the owner table's run tag, and the address is checked
 /// to start one of the run's slots by arithmetic; its block is not looked
 /// up: the depot keeps it without (`NIL`), as a flush keeps a buffer freed
 /// by address, and the free lists find it themselves.
 fn absorb_one(st: &mut ArenaState, core: &ArenaCore, addr: usize, stamp: u64) {
-    let c = match core.small_class_at(addr) {
-        Some(c) if c < SMALL_CLASSES && run_index::starts_slot(c, addr) => c,
+    let Some(c) = pushed_class(core, addr) else {
         // Not a small buffer of this arena (never: the freeing thread
         // found its class the same way): the checked free decides.
-        _ => {
-            st.free(NIL, addr, &core.os);
-            return;
-        }
+        st.free(NIL, addr, &core.os);
+        return;
     };
     let cap = capacity(c);
     let s = Slot {
@@ -340,6 +346,18 @@ mod loom_tests {
     /// Two buffers' first words (their links), tracked by loom.
     struct Links([UnsafeCell<usize>; 2]);
 
+    /// How many buffers the chain at `head` holds (addresses 16 and 32
+    /// stand for the buffers; index = addr / 16 - 1).
+    fn walk(links: &Links, mut head: usize) -> usize {
+        let mut n = 0;
+        while head != 0 {
+            // SAFETY (model): taken after the push's release.
+            head = links.0[head / 16 - 1].with(|p| unsafe { *p });
+            n += 1;
+        }
+        n
+    }
+
     /// Two threads free a buffer each onto the stack while the lock holder
     /// takes it and then closes it: every buffer comes back exactly once
     /// (from a take, the close, or as a refused push that goes through the
@@ -360,17 +378,8 @@ mod loom_tests {
                     })
                 })
                 .collect();
-            let walk = |mut head: usize| {
-                let mut n = 0;
-                while head != 0 {
-                    // SAFETY (model): taken after the push's release.
-                    head = links.0[head / 16 - 1].with(|p| unsafe { *p });
-                    n += 1;
-                }
-                n
-            };
-            let mut back = walk(remote.take());
-            back += walk(remote.close());
+            let mut back = walk(&links, remote.take());
+            back += walk(&links, remote.close());
             for h in pushers {
                 if !h.join().unwrap() {
                     back += 1; // refused: freed through the lock
@@ -391,15 +400,6 @@ mod loom_tests {
         crate::sync::loom_model(3, || {
             let remote = Arc::new(Remote::default());
             let links = Arc::new(Links([UnsafeCell::new(0), UnsafeCell::new(0)]));
-            let walk = |links: &Links, mut head: usize| {
-                let mut n = 0;
-                while head != 0 {
-                    // SAFETY (model): taken after the push's release.
-                    head = links.0[head / 16 - 1].with(|p| unsafe { *p });
-                    n += 1;
-                }
-                n
-            };
             let pusher = {
                 let (r, l) = (Arc::clone(&remote), Arc::clone(&links));
                 thread::spawn(move || {
