@@ -138,7 +138,7 @@ fn realloc_inside_and_outside_the_scope() {
     assert!(v.iter().enumerate().all(|(i, &b)| b == i as u8));
     // And a system buffer grown inside a scope stays a system buffer.
     let _g = global::enter(&arena);
-    v.extend(std::iter::repeat(1u8).take(1 << 20));
+    v.extend(std::iter::repeat_n(1u8, 1 << 20));
     assert_eq!(live(&arena), 0);
 }
 

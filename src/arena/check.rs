@@ -125,7 +125,7 @@ impl ArenaState {
         self.check_heap()?;
         self.check_depot()?;
         let in_caches = self.cached_bytes.checked_sub(self.depot.bytes());
-        if in_caches.map_or(true, |b| b > self.caches.len() * (CLASS_COUNT << 20)) {
+        if in_caches.is_none_or(|b| b > self.caches.len() * (CLASS_COUNT << 20)) {
             return Err(format!(
                 "cached bytes {} beyond any cache (depot {})",
                 self.cached_bytes,

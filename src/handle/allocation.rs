@@ -2,7 +2,7 @@
 
 use crate::arena::shared::ArenaCore;
 use crate::arena::state::Grant;
-use crate::arena::tcache::NO_CLASS;
+use crate::arena::tcache::{NO_CLASS, SMALL_CLASSES};
 use crate::arena::CARVE_LIMIT;
 use crate::arena::{ArenaError, ArenaKind};
 use crate::size_class::class_of_classed;
@@ -222,22 +222,34 @@ impl Allocation {
 }
 
 impl Drop for Allocation {
+    /// The cache's hit, then one out-of-line call for everything else:
+    /// drop glue this small is inlined into the caller, so the handle's
+    /// fields stay in registers (out of line, the handle went to memory for
+    /// the call, more instructions than the hit itself).
     #[inline]
     fn drop(&mut self) {
-        if self.class != NO_CLASS {
+        // `NO_CLASS` is above every small class: one bound says both "a
+        // small buffer" and "a bin index" (the hit's index needs no check).
+        if (self.class as usize) < SMALL_CLASSES {
             // SAFETY: the body is alive while this buffer is live.
             let core = unsafe { self.core.as_ref() };
             if core.free_cached_block(self.class as usize, self.ptr.as_ptr() as usize, self.block) {
                 return;
             }
         }
-        // SAFETY: the body is alive while this buffer is live; it is not
-        // used after this call.
-        let returned = unsafe {
-            ArenaCore::free_past_cache(self.core, self.block, self.ptr.as_ptr() as usize, self.cap)
-        };
-        debug_assert!(returned, "a live allocation's block was not live");
+        free_past_cache(self.core, self.block, self.ptr.as_ptr() as usize, self.cap);
     }
+}
+
+/// The rest of [`Allocation`]'s drop: pattern mode, the slow paths and the
+/// large classes. The fields by value, not `&mut self`: a reference would
+/// keep the handle in memory on the hit's path too.
+#[inline(never)]
+fn free_past_cache(core: NonNull<ArenaCore>, block: u32, addr: usize, cap: usize) {
+    // SAFETY: the body is alive while its buffer is live; it is not used
+    // after this call.
+    let returned = unsafe { ArenaCore::free_past_cache(core, block, addr, cap) };
+    debug_assert!(returned, "a live allocation's block was not live");
 }
 
 impl core::fmt::Debug for Allocation {

@@ -393,8 +393,7 @@ impl<'a> Search<'a> {
                 run += self.count[s - a];
                 let base = self.low[s - a].max(self.floor[s]);
                 let r = self.rem[s];
-                if r > 0 && base == x && base + r == self.cap && pick.map_or(true, |(c, _)| run < c)
-                {
+                if r > 0 && base == x && base + r == self.cap && pick.is_none_or(|(c, _)| run < c) {
                     pick = Some((run, s));
                 }
             }

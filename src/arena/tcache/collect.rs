@@ -30,7 +30,6 @@ use super::remote::{self, link};
 use super::{Cache, Own};
 use crate::arena::blocks::NIL;
 use crate::arena::shared::ArenaCore;
-use core::sync::atomic::Ordering::Relaxed;
 
 /// Takes the arena's remote stack (if any buffer waits) and keeps what
 /// this cache has credit and room for; returns the rest as a chain, newest
@@ -54,7 +53,7 @@ pub(super) fn collect(core: &ArenaCore, cache: &Cache, o: &mut Own) -> usize {
     while at != 0 {
         // SAFETY: as above.
         let (next, stamp) = unsafe { link::read(at) };
-        if keep(core, o, at, stamp) {
+        if keep(core, cache, o, at, stamp) {
             kept += 1;
         } else {
             // SAFETY: as above.
@@ -64,9 +63,7 @@ pub(super) fn collect(core: &ArenaCore, cache: &Cache, o: &mut Own) -> usize {
         at = next;
     }
     if kept > 0 {
-        o.frees += kept;
-        cache.store_counters(o);
-        cache.counters.frees.store(o.frees, Relaxed);
+        cache.counters.add_frees(kept);
     }
     rest
 }
@@ -75,7 +72,7 @@ pub(super) fn collect(core: &ArenaCore, cache: &Cache, o: &mut Own) -> usize {
 /// with credit would; `false` when the bin has no credit or no room, or
 /// the address is not a small buffer's slot start (never: the freeing
 /// thread found its class the same way).
-fn keep(core: &ArenaCore, o: &mut Own, addr: usize, stamp: u64) -> bool {
+fn keep(core: &ArenaCore, cache: &Cache, o: &mut Own, addr: usize, stamp: u64) -> bool {
     let Some(k) = remote::pushed_class(core, addr) else {
         return false;
     };
@@ -88,6 +85,6 @@ fn keep(core: &ArenaCore, o: &mut Own, addr: usize, stamp: u64) -> bool {
     if !bin.push_returned(s) {
         return false;
     }
-    o.held += bin.held_one();
+    cache.counters.add_held(bin.held_one());
     true
 }

@@ -106,7 +106,7 @@ impl Depot {
             .iter()
             .rev()
             .take(n)
-            .take_while(|s| from.map_or(true, |m| s.stamp >= m))
+            .take_while(|s| from.is_none_or(|m| s.stamp >= m))
             .count();
         let keep = l.len() - k;
         f(&l[keep..]);

@@ -11,7 +11,7 @@ use super::{Bin, Cache, Counters, HeapSlot, Large, Link, Own, View, LARGE_CLASSE
 use crate::arena::metadata;
 use crate::arena::shared::ArenaCore;
 use crate::size_class::capacity;
-use core::cell::UnsafeCell;
+use core::cell::{Cell, UnsafeCell};
 use core::ptr::{addr_of_mut, NonNull};
 use core::sync::atomic::AtomicU64;
 use std::alloc::Layout;
@@ -31,6 +31,7 @@ impl Cache {
         // in `all_fields_written` stop the build when a field is added and
         // not written here), and the box frees it with the same layout.
         unsafe {
+            addr_of_mut!((*p).seen).write(Cell::new(u64::MAX));
             addr_of_mut!((*p).core).write(body);
             addr_of_mut!((*p).id).write(core.id);
             addr_of_mut!((*p).link).write(Link::new());
@@ -40,11 +41,8 @@ impl Cache {
                 ..View::default()
             });
             let o: *mut Own = UnsafeCell::raw_get(addr_of_mut!((*p).own));
-            addr_of_mut!((*o).seen).write(u64::MAX);
             addr_of_mut!((*o).off_seen).write(u64::MAX);
             addr_of_mut!((*o).published).write(0);
-            addr_of_mut!((*o).held).write(0);
-            addr_of_mut!((*o).frees).write(0);
             let bins = addr_of_mut!((*o).bins).cast::<Bin>();
             for c in 0..SMALL_CLASSES {
                 bins.add(c).write(Bin::new(capacity(c)));
@@ -67,6 +65,7 @@ impl Cache {
 #[allow(dead_code)]
 fn all_fields_written(c: &Cache, o: &Own) {
     let Cache {
+        seen: _,
         core: _,
         id: _,
         link: _,
@@ -75,11 +74,8 @@ fn all_fields_written(c: &Cache, o: &Own) {
         own: _,
     } = c;
     let Own {
-        seen: _,
         off_seen: _,
         published: _,
-        held: _,
-        frees: _,
         bins: _,
         large: _,
         large_bytes: _,

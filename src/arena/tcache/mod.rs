@@ -100,10 +100,12 @@ const SLOTS: usize = if cfg!(miri) { 8 } else { 64 };
 static RECLAIM: AtomicU64 = AtomicU64::new(0);
 
 /// The counters a cache's thread writes (plain loads and stores: one
-/// writer) and the arena sums under its lock.
+/// writer) and the arena sums under its lock: the only copy of each, the
+/// thread's own hits included.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
-    /// Held bytes and buffers, packed as [`Held`] (one store per hit).
+    /// Held bytes and buffers, packed as [`Held`] (one load and one store
+    /// per hit).
     pub held: AtomicU64,
     /// The held bytes last added to the arena's `cached_bytes` (`Own::
     /// published`), stored before the thread lets go of the lock after
@@ -124,6 +126,39 @@ impl Counters {
     #[inline(always)]
     pub(crate) fn held(&self) -> Held {
         Held(self.held.load(Relaxed))
+    }
+
+    // The cache's thread is the one writer of `held` and `frees`, so it
+    // changes them with a plain load and store (no read-modify-write): one
+    // copy, read by the arena's lock holder and `stats()` from others.
+
+    /// Adds `d` ([`Held`] deltas) to the held word; its new value.
+    #[inline(always)]
+    fn add_held(&self, d: u64) -> u64 {
+        let h = self.held.load(Relaxed) + d;
+        self.held.store(h, Relaxed);
+        h
+    }
+
+    /// Takes `d` ([`Held`] deltas) from the held word; its new value.
+    #[inline(always)]
+    fn sub_held(&self, d: u64) -> u64 {
+        let h = self.held.load(Relaxed) - d;
+        self.held.store(h, Relaxed);
+        h
+    }
+
+    /// Counts `n` more frees this cache took.
+    #[inline(always)]
+    fn add_frees(&self, n: u64) {
+        self.frees.store(self.frees.load(Relaxed) + n, Relaxed);
+    }
+
+    /// A buffer of `one` ([`Held::one`]) freed into the cache.
+    #[inline(always)]
+    fn note_cached_free(&self, one: u64) {
+        self.add_held(one);
+        self.add_frees(1);
     }
 }
 
@@ -153,18 +188,12 @@ impl Held {
 
 /// What only the cache's thread touches.
 struct Own {
-    /// The arena epoch this cache has honoured (its high bits are the
-    /// arena's id, so a body reused at the same address never matches).
-    seen: u64,
     /// An epoch with caching off that this cache has honoured (flushed
     /// under): while the arena's epoch stays there, the cache is empty and
     /// every operation goes straight to the arena.
     off_seen: u64,
     /// Held bytes as last added to the arena's `cached_bytes`.
     published: usize,
-    /// Held bytes and buffers ([`Held`]), mirrored in `Counters::held`.
-    held: u64,
-    frees: u64,
     bins: [Bin; SMALL_CLASSES],
     /// The large classes' slots (`large.rs`).
     large: [Large; LARGE_CLASSES],
@@ -237,6 +266,11 @@ impl View {
 /// with no other allocation, so with no other thread's cache.
 #[repr(C, align(128))]
 pub(crate) struct Cache {
+    /// The arena epoch this cache has honoured (its high bits are the
+    /// arena's id, so a body reused at the same address never matches).
+    /// First, so that [`fast_cache`] reads it through [`LAST`] whether that
+    /// points to a cache or to [`NEVER`]. Only the cache's thread touches it.
+    seen: Cell<u64>,
     /// The arena body's original pointer (from `ArenaState::owner`).
     core: *const ArenaCore,
     /// The arena's id (`ArenaCore::id`).
@@ -265,15 +299,9 @@ impl Cache {
         unsafe { &mut *self.own.get() }
     }
 
-    #[inline(always)]
-    fn store_counters(&self, o: &Own) {
-        self.counters.held.store(o.held, Relaxed);
-    }
-
-    /// [`Cache::store_counters`] and the published bytes, after a slow
-    /// path changed both under the lock (before it lets go).
-    fn store_all(&self, o: &Own) {
-        self.store_counters(o);
+    /// Stores the published bytes, after a slow path changed them under
+    /// the lock (before it lets go).
+    fn store_published(&self, o: &Own) {
         self.counters.published.store(o.published, Relaxed);
     }
 
@@ -290,8 +318,8 @@ impl Cache {
 
 /// Publishes this cache's held bytes into the arena's total (under its
 /// lock), so the arena's peak tracking sees them as not live.
-fn publish(st: &mut ArenaState, o: &mut Own) {
-    let held = Held(o.held).bytes();
+fn publish(st: &mut ArenaState, cache: &Cache, o: &mut Own) {
+    let held = cache.counters.held().bytes();
     st.cached_bytes = st.cached_bytes - o.published + held;
     o.published = held;
 }
@@ -310,7 +338,7 @@ struct Front {
 
 impl Drop for Front {
     fn drop(&mut self) {
-        let _ = LAST.try_with(|l| l.set(null_mut()));
+        let _ = LAST.try_with(|l| l.set(NO_CACHE_PTR));
         for s in &self.slots {
             if let Some(c) = NonNull::new(s.replace(null_mut())) {
                 // SAFETY: slots hold caches this thread made and still owns.
@@ -320,11 +348,22 @@ impl Drop for Front {
     }
 }
 
+/// What [`LAST`] points to while this thread has no current cache: a word
+/// in a cache's `seen` place that no arena's epoch equals (`u64::MAX` has
+/// the flag bits, and a cache only honours epochs without them), so the
+/// fast path needs no null test and no owner test (see [`fast_cache`]).
+static NEVER: u64 = u64::MAX;
+
+/// [`NEVER`] as [`LAST`] holds it. Never dereferenced as a cache: only its
+/// first word is read, and [`last`] filters it out.
+const NO_CACHE_PTR: *mut Cache = (&raw const NEVER).cast_mut().cast::<Cache>();
+
 thread_local! {
-    /// The cache used last: the fast path's one thread-local load. Cleared
-    /// before the cache it points to is freed. No destructor, so it reads
-    /// as null (slow path, then shared path) during thread exit.
-    static LAST: Cell<*mut Cache> = const { Cell::new(null_mut()) };
+    /// The cache used last, or [`NO_CACHE_PTR`]: the fast path's one
+    /// thread-local load. Reset before the cache it points to is freed. No
+    /// destructor, so it still reads during thread exit (where the epoch
+    /// check of a left cache fails: [`Front`]'s drop reset it first).
+    static LAST: Cell<*mut Cache> = const { Cell::new(NO_CACHE_PTR) };
     /// The arena (and its epoch) whose caching this thread found off and
     /// whose cache it emptied: `ready_cache` answers at once for it. An
     /// epoch names one arena (its id is in the high bits), so a body made
@@ -340,19 +379,39 @@ thread_local! {
 }
 
 /// This thread's cache for `core`, if the fast path may use it now.
+///
+/// One thread-local load, one load of the cache's `seen` word and one of
+/// the arena's epoch: equal words mean the cache is `core`'s and ready.
+/// The epoch's high bits are the arena's id (unique in the process), so no
+/// other arena's cache, nor [`NEVER`], has seen `core`'s epoch.
 #[inline(always)]
 fn fast_cache(core: &ArenaCore) -> Option<&Cache> {
     if cfg!(loom) {
         return None;
     }
     let p = LAST.try_with(Cell::get).ok()?;
-    // SAFETY: LAST is null or a cache this thread owns and has not freed.
-    let c = unsafe { p.as_ref()? };
-    // The epoch's high bits are the arena's id: equal epochs and bodies
-    // mean this very arena, not another one made at the same address.
-    // SAFETY: this thread's own cache, no other borrow of `own` alive.
-    let seen = unsafe { (*c.own.get()).seen };
-    (core::ptr::eq(c.core, core) && core.epoch.load(Relaxed) == seen).then_some(c)
+    // SAFETY: LAST points to a cache this thread owns and has not freed, or
+    // to NEVER; either starts with the `seen` word (`Cache` is `repr(C)`),
+    // which only this thread writes.
+    let seen = unsafe { *p.cast::<u64>() };
+    if seen != core.epoch.load(Relaxed) {
+        return None;
+    }
+    // SAFETY: only a cache has seen an arena's epoch (above): `p` is this
+    // thread's live cache for `core`.
+    Some(unsafe { &*p })
+}
+
+/// This thread's current cache, if it has one (any arena's).
+#[inline(always)]
+fn last() -> Option<&'static Cache> {
+    let p = LAST.try_with(Cell::get).ok()?;
+    if p == NO_CACHE_PTR {
+        return None;
+    }
+    // SAFETY: LAST is NO_CACHE_PTR or a cache this thread owns and has not
+    // freed; the reference is used before this thread's next cache change.
+    Some(unsafe { &*p })
 }
 
 /// The arena's lock holder on this thread is letting go with `live` and
@@ -363,11 +422,7 @@ pub(crate) fn note_unlock(core: &ArenaCore, live: usize, clock: u64) {
     if cfg!(loom) {
         return;
     }
-    let Ok(p) = LAST.try_with(Cell::get) else {
-        return;
-    };
-    // SAFETY: LAST is null or a cache this thread owns and has not freed.
-    if let Some(c) = unsafe { p.as_ref() } {
+    if let Some(c) = last() {
         if core::ptr::eq(c.core, core) {
             c.view.see(live, clock);
         }
@@ -411,9 +466,8 @@ fn take(cache: &Cache, o: &mut Own, s: Slot, c: Class) -> Grant {
         Some(bin) => (bin.cap(), bin.held_one()),
         None => (capacity(c), Held::one(capacity(c))), // never: `c` is small
     };
-    o.held -= one;
-    cache.store_counters(o);
-    check_peak(cache, o);
+    let held = cache.counters.sub_held(one);
+    check_peak(cache, o, held);
     Grant {
         // SAFETY: cached addresses are buffers the arena carved: never null.
         ptr: unsafe { NonNull::new_unchecked(s.addr as *mut u8) },
@@ -424,23 +478,24 @@ fn take(cache: &Cache, o: &mut Own, s: Slot, c: Class) -> Grant {
     }
 }
 
-/// A buffer left this cache for its user: when its held word fell below
-/// the view's floor, the live bytes may be a new peak ([`note_peak`]).
+/// A buffer left this cache for its user, whose held word is now `held`:
+/// when it fell below the view's floor, the live bytes may be a new peak
+/// ([`note_peak`]).
 #[inline(always)]
-fn check_peak(cache: &Cache, o: &Own) {
-    if o.held < cache.view.floor.load(Relaxed) {
-        note_peak(cache, o);
+fn check_peak(cache: &Cache, o: &Own, held: u64) {
+    if held < cache.view.floor.load(Relaxed) {
+        note_peak(cache, o, held);
     }
 }
 
 /// The live bytes as the peak, if higher, and the view's floor for the
 /// next hits.
 #[inline(always)]
-fn note_peak(cache: &Cache, o: &Own) {
+fn note_peak(cache: &Cache, o: &Own, held: u64) {
     // Live bytes now: the arena's (less what caches published) less what
     // this cache holds beyond what it published. Exact on one thread.
     let base = cache.view.live.load(Relaxed).wrapping_add(o.published);
-    let live = base.wrapping_sub(Held(o.held).bytes());
+    let live = base.wrapping_sub(Held(held).bytes());
     let mut peak = cache.counters.peak.load(Relaxed);
     if (live as isize) >= 0 && live > peak {
         cache.counters.peak.store(live, Relaxed);
@@ -486,9 +541,8 @@ pub(crate) fn allocate_large_hit(core: &ArenaCore, c: Class, size: usize) -> Opt
     }
     l.taken();
     *o.slot_bytes(cap) -= cap;
-    o.held -= Held::one(cap);
-    cache.store_counters(o);
-    check_peak(cache, o);
+    let held = cache.counters.sub_held(Held::one(cap));
+    check_peak(cache, o, held);
     Some(Grant {
         // SAFETY: held addresses are buffers the arena carved: never null.
         ptr: unsafe { NonNull::new_unchecked(p.addr as *mut u8) },
@@ -579,9 +633,8 @@ pub(crate) fn allocate_heap_hit(core: &ArenaCore, eff: usize) -> Option<Grant> {
         return None;
     }
     o.heap.taken();
-    o.held -= Held::one(len);
-    cache.store_counters(o);
-    check_peak(cache, o);
+    let held = cache.counters.sub_held(Held::one(len));
+    check_peak(cache, o, held);
     Some(Grant {
         // SAFETY: lent addresses are pieces the heap carved: never null.
         ptr: unsafe { NonNull::new_unchecked(p.addr as *mut u8) },
@@ -610,10 +663,9 @@ pub(crate) fn free_heap_hit(core: &ArenaCore, addr: usize, block: u32) -> bool {
     {
         return false;
     }
-    o.held += Held::one(o.heap.held_len());
-    o.frees += 1;
-    cache.store_counters(o);
-    cache.counters.frees.store(o.frees, Relaxed);
+    cache
+        .counters
+        .note_cached_free(Held::one(o.heap.held_len()));
     cache
         .counters
         .claim
@@ -658,9 +710,9 @@ fn give_back_own(
     if !due(o) {
         return;
     }
-    publish(st, o);
+    publish(st, cache, o);
     give(st, cache, o);
-    cache.store_all(o);
+    cache.store_published(o);
 }
 
 /// Frees the piece the heap slot holds into the heap (with `trim`, the
@@ -671,7 +723,7 @@ fn give_back_heap(st: &mut ArenaState, core: &ArenaCore, cache: &Cache, o: &mut 
     let Some(p) = o.heap.take_held() else {
         return;
     };
-    o.held -= Held::one(p.ready);
+    cache.counters.sub_held(Held::one(p.ready));
     o.published -= p.ready;
     st.cached_bytes -= p.ready;
     if !cache.counters.claim.withdraw(p.block) {
@@ -741,9 +793,9 @@ fn locked<R>(
     f: impl FnOnce(&mut ArenaState, &mut Own) -> R,
 ) -> R {
     let mut st = core.lock();
-    publish(&mut st, o);
+    publish(&mut st, cache, o);
     let r = f(&mut st, o);
-    cache.store_all(o);
+    cache.store_published(o);
     r
 }
 
@@ -790,10 +842,7 @@ fn put_large(
     }
     let held = l.held_block();
     *o.slot_bytes(cap) += cap;
-    o.held += Held::one(cap);
-    o.frees += 1;
-    cache.store_counters(o);
-    cache.counters.frees.store(o.frees, Relaxed);
+    cache.counters.note_cached_free(Held::one(cap));
     if cap > BUDGET_MAX {
         // The one buffer above the budget: other threads may claim it.
         cache.counters.claim.offer(held.unwrap_or(block));
@@ -822,10 +871,7 @@ pub(crate) fn free_hit(core: &ArenaCore, c: Class, addr: usize, block: u32) -> b
         // Against a credit (not handed out by this cache: back to the
         // arena, see `Bin`) and while the bin has room.
         if bin.push_freed(Slot { addr, block, stamp }) {
-            o.held += bin.held_one();
-            o.frees += 1;
-            cache.store_counters(o);
-            cache.counters.frees.store(o.frees, Relaxed);
+            cache.counters.note_cached_free(bin.held_one());
             return true;
         }
     }
@@ -850,10 +896,7 @@ fn stamp(cache: &Cache) -> u64 {
 
 #[inline(always)]
 fn put(cache: &Cache, o: &mut Own, c: Class) {
-    o.held += Held::one(o.bins[c].cap());
-    o.frees += 1;
-    cache.store_counters(o);
-    cache.counters.frees.store(o.frees, Relaxed);
+    cache.counters.note_cached_free(o.bins[c].held_one());
 }
 
 /// This thread's usable cache for `core` (made and registered if need be),
@@ -904,10 +947,10 @@ fn find_ready_cache(core: &ArenaCore) -> Option<&Cache> {
         // already: nothing to flush, no lock to take.
         return None;
     }
-    if e != o.seen {
+    if e != cache.seen.get() {
         let due = locked(core, cache, o, |st, o| {
             // Re-read under the lock: the epoch only moves under it.
-            let due = epoch::due(o.seen, core.epoch.load(Relaxed), st.trim_epoch);
+            let due = epoch::due(cache.seen.get(), core.epoch.load(Relaxed), st.trim_epoch);
             flush(st, core, cache, o, usize::MAX, due.release);
             due
         });
@@ -918,7 +961,7 @@ fn find_ready_cache(core: &ArenaCore) -> Option<&Cache> {
             let _ = OFF.try_with(|o| o.set((core as *const ArenaCore, due.seen)));
             return None;
         }
-        o.seen = due.seen;
+        cache.seen.set(due.seen);
     }
     // The cache becomes the thread's current one: from here on it sees
     // this thread's unlocks (`note_unlock`); what happened before, it reads.
@@ -932,7 +975,7 @@ fn find_ready_cache(core: &ArenaCore) -> Option<&Cache> {
 fn flush(st: &mut ArenaState, core: &ArenaCore, cache: &Cache, o: &mut Own, n: usize, trim: bool) {
     for c in 0..SMALL_CLASSES {
         if o.bins[c].len() > 0 {
-            give_back(st, core, o, c, n, trim);
+            give_back(st, core, cache, o, c, n, trim);
         }
     }
     flush_large(st, core, cache, o, trim);
@@ -1056,7 +1099,7 @@ fn give_back_large(
         return;
     };
     let cap = capacity(LARGE_FIRST + k);
-    o.held -= Held::one(cap);
+    cache.counters.sub_held(Held::one(cap));
     o.published -= cap;
     *o.slot_bytes(cap) -= cap;
     st.cached_bytes -= cap;
@@ -1103,7 +1146,15 @@ fn flush_large(st: &mut ArenaState, core: &ArenaCore, cache: &Cache, o: &mut Own
 /// Gives back the `n` oldest buffers of bin `c`: into the arena's depot
 /// as they are (`depot.rs`) when it admits them and has room, else each
 /// into its class's free list.
-fn give_back(st: &mut ArenaState, core: &ArenaCore, o: &mut Own, c: Class, n: usize, trim: bool) {
+fn give_back(
+    st: &mut ArenaState,
+    core: &ArenaCore,
+    cache: &Cache,
+    o: &mut Own,
+    c: Class,
+    n: usize,
+    trim: bool,
+) {
     let cap = capacity(c);
     let n = n.min(o.bins[c].len());
     let (moved, freed) = if !trim && st.depot.room(c) >= n && st.depot_admits(n * cap) {
@@ -1111,7 +1162,7 @@ fn give_back(st: &mut ArenaState, core: &ArenaCore, o: &mut Own, c: Class, n: us
     } else {
         free_to_lists(st, core, o, c, n, trim)
     };
-    o.held -= Held::one(cap) * moved as u64;
+    cache.counters.sub_held(Held::one(cap) * moved as u64);
     o.published -= moved * cap;
     // Buffers kept in the depot stay in `cached_bytes`.
     st.cached_bytes -= freed * cap;
@@ -1203,7 +1254,7 @@ fn allocate_slow(core: &ArenaCore, c: Class) -> Option<Grant> {
         if rest != 0 {
             remote::absorb(st, core, rest);
         }
-        refill(st, o, c)
+        refill(st, cache, o, c)
     });
     // Nothing of the class itself: the shared path serves it (a new buffer
     // of the class). Only the request's own class is reused, in the cache
@@ -1221,7 +1272,7 @@ fn allocate_slow(core: &ArenaCore, c: Class) -> Option<Grant> {
 /// bin, the most recently freed first, from the depot (no block record to
 /// touch; they are in `cached_bytes` already) or the class's free list, so
 /// that the cache hands out what the arena would: its newest.
-fn refill(st: &mut ArenaState, o: &mut Own, c: Class) {
+fn refill(st: &mut ArenaState, cache: &Cache, o: &mut Own, c: Class) {
     let cap = capacity(c);
     let batch = o.bins[c].batch();
     let bin = &mut o.bins[c];
@@ -1250,7 +1301,7 @@ fn refill(st: &mut ArenaState, o: &mut Own, c: Class) {
     }
     // Runs in order, the newest run first: the newest goes on top.
     bin.sort_by_stamp();
-    o.held += Held::one(cap) * got as u64;
+    cache.counters.add_held(Held::one(cap) * got as u64);
     o.published += got * cap;
 }
 
@@ -1274,7 +1325,9 @@ pub(crate) fn free_slow(core: &ArenaCore, c: Class, addr: usize, block: u32) -> 
     };
     if !o.bins[c].push(slot) {
         let n = o.bins[c].batch();
-        locked(core, cache, o, |st, o| give_back(st, core, o, c, n, false));
+        locked(core, cache, o, |st, o| {
+            give_back(st, core, cache, o, c, n, false)
+        });
         let pushed = o.bins[c].push(slot);
         debug_assert!(pushed, "a flushed bin has room");
     }
@@ -1382,7 +1435,7 @@ fn find_or_make(f: &Front, core: &ArenaCore) -> Option<*mut Cache> {
 fn forget_last(p: *mut Cache) {
     let _ = LAST.try_with(|l| {
         if l.get() == p {
-            l.set(null_mut())
+            l.set(NO_CACHE_PTR)
         }
     });
 }
@@ -1441,11 +1494,12 @@ unsafe fn leave(c: NonNull<Cache>) {
     // SAFETY: the body is alive (above); `this` is not used after.
     unsafe {
         ArenaCore::locked_last_out(this, |st, core| {
-            publish(st, o);
-            let trim = epoch::due(o.seen, core.epoch.load(Relaxed), st.trim_epoch).release;
+            publish(st, cache, o);
+            let trim =
+                epoch::due(cache.seen.get(), core.epoch.load(Relaxed), st.trim_epoch).release;
             flush(st, core, cache, o, usize::MAX, trim);
             st.cached_bytes -= o.published;
-            st.absorbed_frees += o.frees;
+            st.absorbed_frees += cache.counters.frees.load(Relaxed);
             st.caches.retain(|&p| p != c);
         })
     };
@@ -1503,11 +1557,9 @@ pub(crate) fn own_unpublished(core: *const ArenaCore) -> (usize, usize) {
     }
     // SAFETY: the caller holds the body's lock, so the body is alive.
     let id = unsafe { (*core).id };
-    let current = LAST
-        .try_with(Cell::get)
-        .ok()
-        // SAFETY: LAST is null or a cache this thread owns and has not freed.
-        .filter(|&p| unsafe { p.as_ref() }.is_some_and(|c| is_for(c, core, id)));
+    let current = last()
+        .filter(|c| is_for(c, core, id))
+        .map(|c| (c as *const Cache).cast_mut());
     // SAFETY: LAST and the slots name caches this thread owns and has not
     // freed.
     let found = current
