@@ -125,6 +125,28 @@ mod tests {
         assert_ne!(a, b);
         assert_ne!(orphaned(a), orphaned(b));
     }
+
+    #[test]
+    fn no_epoch_a_cache_honours_is_the_never_word() {
+        // The fast path compares a cache's seen epoch with the arena's and
+        // reads `u64::MAX` when the thread has no cache (`NEVER`): only an
+        // epoch without flags is honoured, and the never word has them.
+        for id in [1, 2, u64::from(u32::MAX) - 1, u64::from(u32::MAX)] {
+            let mut e = first_epoch(id);
+            for step in 0..4 {
+                let d = due(u64::MAX, e, 0);
+                if d.caching {
+                    assert_ne!(d.seen, u64::MAX, "id {id}, step {step}");
+                }
+                e = match step {
+                    0 => after_trim(e),
+                    1 => after_cap(e, NO_CACHE),
+                    _ => orphaned(e),
+                };
+            }
+            assert!(!due(u64::MAX, u64::MAX, 0).caching);
+        }
+    }
 }
 
 #[cfg(all(test, loom))]
