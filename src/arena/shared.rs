@@ -567,11 +567,13 @@ impl ArenaCore {
 
     /// [`ArenaCore::free`] for a buffer of capacity `cap` whose small
     /// class's bin was tried already (a handle's drop) or that has none:
-    /// the pattern check, then the out-of-line rest.
+    /// the pattern check, then the rest. Out of line, with the fields by
+    /// value: the handle's drop glue is then the hit and one call, small
+    /// enough to be inlined into its callers with the handle in registers.
     ///
     /// # Safety
     /// As for [`ArenaCore::free`].
-    #[inline(always)]
+    #[inline(never)]
     pub(crate) unsafe fn free_past_cache(
         this: NonNull<ArenaCore>,
         block: u32,

@@ -222,10 +222,9 @@ impl Allocation {
 }
 
 impl Drop for Allocation {
-    /// The cache's hit, then one out-of-line call for everything else:
-    /// drop glue this small is inlined into the caller, so the handle's
-    /// fields stay in registers (out of line, the handle went to memory for
-    /// the call, more instructions than the hit itself).
+    /// The cache's hit, then one out-of-line call for everything else
+    /// (`ArenaCore::free_past_cache`): drop glue this small is inlined
+    /// into the caller, so the handle's fields stay in registers.
     #[inline]
     fn drop(&mut self) {
         // `NO_CLASS` is above every small class: one bound says both "a
@@ -237,19 +236,13 @@ impl Drop for Allocation {
                 return;
             }
         }
-        free_past_cache(self.core, self.block, self.ptr.as_ptr() as usize, self.cap);
+        // SAFETY: the body is alive while this buffer is live; it is not
+        // used after this call.
+        let returned = unsafe {
+            ArenaCore::free_past_cache(self.core, self.block, self.ptr.as_ptr() as usize, self.cap)
+        };
+        debug_assert!(returned, "a live allocation's block was not live");
     }
-}
-
-/// The rest of [`Allocation`]'s drop: pattern mode, the slow paths and the
-/// large classes. The fields by value, not `&mut self`: a reference would
-/// keep the handle in memory on the hit's path too.
-#[inline(never)]
-fn free_past_cache(core: NonNull<ArenaCore>, block: u32, addr: usize, cap: usize) {
-    // SAFETY: the body is alive while its buffer is live; it is not used
-    // after this call.
-    let returned = unsafe { ArenaCore::free_past_cache(core, block, addr, cap) };
-    debug_assert!(returned, "a live allocation's block was not live");
 }
 
 impl core::fmt::Debug for Allocation {

@@ -894,11 +894,6 @@ fn stamp(cache: &Cache) -> u64 {
     s
 }
 
-#[inline(always)]
-fn put(cache: &Cache, o: &mut Own, c: Class) {
-    cache.counters.note_cached_free(o.bins[c].held_one());
-}
-
 /// This thread's usable cache for `core` (made and registered if need be),
 /// with the epoch honoured; `None` when the arena must serve directly. The
 /// caller holds a handle or a live buffer of `core`, so a flush here never
@@ -1331,7 +1326,7 @@ pub(crate) fn free_slow(core: &ArenaCore, c: Class, addr: usize, block: u32) -> 
         let pushed = o.bins[c].push(slot);
         debug_assert!(pushed, "a flushed bin has room");
     }
-    put(cache, o, c);
+    cache.counters.note_cached_free(o.bins[c].held_one());
     true
 }
 
