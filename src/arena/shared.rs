@@ -457,6 +457,15 @@ impl ArenaCore {
                 warm = st.take_warm(c, eff, align, &self.os);
             }
         }
+        let mut class = c;
+        if warm.is_none() {
+            // Its own class is short: a free buffer of a class up to twice
+            // its size before new memory (`ArenaState::take_larger_warm`).
+            if let Some((k, g)) = st.take_larger_warm(c, eff, align, &self.os) {
+                class = k;
+                warm = Some(g);
+            }
+        }
         let g = match warm {
             Some(g) => g,
             None => {
@@ -467,7 +476,7 @@ impl ArenaCore {
             }
         };
         if large {
-            tcache::note_lent(&st, self, c, &g);
+            tcache::note_lent(&st, self, class, &g);
         }
         Ok(g)
     }

@@ -320,3 +320,65 @@ fn a_free_into_a_full_slot_is_the_next_hand_out_of_its_class() {
     assert_eq!((s.live_buffers, s.retained_buffers), (0, 2));
     assert_eq!(a.check_invariants(), Ok(()));
 }
+
+/// With two threads on the arena, a large request whose class has no free
+/// buffer takes a free one of the smallest class up to twice its size
+/// that has one, before new memory (`ArenaState::take_larger_warm`); with
+/// one, it maps, so that a repeated run meets exactly its first run's
+/// buffers. The borrowed buffer keeps its class: freed, it serves its own
+/// class again.
+#[test]
+fn with_two_threads_a_short_large_class_borrows_a_free_buffer_up_to_twice_its_size() {
+    let (small, big) = (64 << 10, 96 << 10);
+    assert!(cap_of(big) <= 2 * cap_of(small) && cap_of(small) < cap_of(80 << 10));
+    for helper_stays in [false, true] {
+        let a = io();
+        // A buffer of the bigger class, freed into the arena itself: the
+        // helper thread is lent it, this thread frees it.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let done = Arc::new(Barrier::new(2));
+        let (a2, d2) = (a.clone(), Arc::clone(&done));
+        let helper = std::thread::spawn(move || {
+            tx.send(a2.allocate(big, 64).unwrap()).unwrap();
+            if helper_stays {
+                d2.wait();
+            }
+        });
+        let b = rx.recv().unwrap();
+        let mut helper = Some(helper);
+        if !helper_stays {
+            if let Some(h) = helper.take() {
+                h.join().unwrap();
+            }
+        }
+        drop(b);
+        let before = a.stats();
+        assert_eq!(before.retained_bytes, cap_of(big));
+        let x = a.allocate(small, 64).unwrap();
+        let s = a.stats();
+        if helper_stays {
+            assert_eq!(x.capacity(), cap_of(big), "borrowed from the class above");
+            assert!(x.served_warm());
+            assert_eq!(s.cold_allocations, before.cold_allocations);
+            assert_eq!(s.os, before.os, "no system call");
+            assert_eq!((s.live_bytes, s.retained_bytes), (cap_of(big), 0));
+        } else {
+            assert_eq!(x.capacity(), cap_of(small), "one thread: its own class");
+            assert_eq!(s.cold_allocations, before.cold_allocations + 1);
+            assert_eq!(s.retained_bytes, cap_of(big));
+        }
+        drop(x);
+        assert_eq!(a.check_invariants(), Ok(()));
+        if helper_stays {
+            // Back in its own class: the next request of it finds it warm.
+            let y = a.allocate(big, 64).unwrap();
+            assert!(y.served_warm());
+            drop(y);
+            done.wait();
+        }
+        if let Some(h) = helper {
+            h.join().unwrap();
+        }
+        assert_eq!(a.stats().live_bytes, 0);
+    }
+}
