@@ -29,6 +29,10 @@ pub struct ArenaStats {
     /// Number of retained buffers.
     pub retained_buffers: usize,
     /// The highest `live_bytes` seen since creation or the last `reset_peak`.
+    /// Exact while one thread uses the arena; with several, buffers on
+    /// their way through the threads' caches and the arena's stash of
+    /// large buffers may be counted live at a peak or not, so it may be off
+    /// by up to what those hold (docs/threads.md).
     pub peak_live_bytes: usize,
     /// Allocations served from a retained buffer (no system call, no fault).
     pub warm_allocations: u64,

@@ -212,6 +212,6 @@ const HEAP_FIRST_CLASS: Class = match crate::size_class::class_of(CARVE_LIMIT) {
 /// up to `MAX_ALIGN`): each is aligned to the largest power of two dividing
 /// its capacity (up to `MAX_ALIGN`), so exactly when `align` divides it.
 #[inline(always)]
-fn serves_alignment(k: Class, align: usize) -> bool {
+pub(crate) fn serves_alignment(k: Class, align: usize) -> bool {
     align <= MIN_CAPACITY || capacity(k) & (align - 1) == 0
 }

@@ -85,6 +85,14 @@ pub(crate) struct ArenaCore {
     /// again, only while it stays (`tcache/heap_slot.rs`).
     pub(crate) heap_version: core::sync::atomic::AtomicU64,
     pub(crate) os: OsCounters,
+    /// Free large buffers any thread takes and fills without the lock
+    /// (`tcache/stash.rs`).
+    pub(crate) stash: tcache::Stash,
+    /// Threads with a cache on this arena, stored at every unlock: the
+    /// stash takes frees only while two or more do (on one thread a
+    /// refused free goes to the arena, which keeps `peak_live_bytes`
+    /// exact there).
+    pub(crate) cache_threads: core::sync::atomic::AtomicUsize,
     /// Pattern mode's lock-free cursor (`pattern::fast`), written by its
     /// owner at every planned operation: unused when pattern mode is off.
     pub(crate) pattern_fast: CachePadded<super::pattern::Fast>,
@@ -383,6 +391,9 @@ impl ArenaCore {
     fn allocate_large_miss(&self, c: usize, eff: usize, align: usize) -> Result<Grant, ArenaError> {
         tcache::prepare(self);
         if let Some(g) = tcache::allocate_large_hit(self, c, eff) {
+            return Ok(g);
+        }
+        if let Some(g) = tcache::allocate_stashed(self, c, eff, align) {
             return Ok(g);
         }
         let mut st = self.lock();
@@ -885,10 +896,15 @@ impl ArenaCore {
     /// both). `peak_live_bytes` is exact on one thread; with several, a
     /// peak reached only while buffers sat in caches may be missed or
     /// counted up to one cache's worth high (`tcache::bin::BIN_BYTES` per
-    /// class and thread).
+    /// class and thread), and buffers in the arena's stash (`tcache/
+    /// stash.rs`, used only with two or more threads) count as live to it
+    /// until taken or drained, so it may read high by up to their bytes.
     pub(crate) fn stats(&self) -> ArenaStats {
         let mut st = self.lock();
-        let t = st.cache_totals();
+        let mut t = st.cache_totals();
+        let (bytes, buffers) = tcache::stash_totals(self);
+        t.held_bytes += bytes;
+        t.held_buffers += buffers;
         let mut s = st.stats();
         if let Some(set) = &st.pattern {
             super::pattern::seam::fill_stats(set, &self.pattern_fast, &mut s);
@@ -912,6 +928,7 @@ impl ArenaCore {
         let mut st = self.lock();
         tcache::flush_own(&mut st, self);
         tcache::claim_offers(&mut st, self, |_| true);
+        tcache::drain_stash(&mut st, self, false);
         let e = tcache::epoch::after_trim(self.epoch.load(Relaxed));
         self.epoch.store(e, Relaxed);
         st.trim_epoch = e;
@@ -924,6 +941,7 @@ impl ArenaCore {
         let mut st = self.lock();
         tcache::flush_own(&mut st, self);
         tcache::claim_offers(&mut st, self, |_| true);
+        tcache::drain_stash(&mut st, self, false);
         let flags = tcache::epoch_flags(st.config.thread_cache, cap, self.pattern_on);
         let e = tcache::epoch::after_cap(self.epoch.load(Relaxed), flags);
         self.epoch.store(e, Relaxed);
@@ -933,7 +951,8 @@ impl ArenaCore {
     pub(crate) fn reset_peak(&self) {
         let mut st = self.lock();
         let t = st.cache_totals();
-        st.stats.peak_live_bytes = st.stats.live_bytes - t.held_bytes;
+        let (stashed, _) = tcache::stash_totals(self);
+        st.stats.peak_live_bytes = st.stats.live_bytes - t.held_bytes - stashed;
         st.reset_cache_peaks();
     }
 
@@ -988,6 +1007,7 @@ impl Drop for StateGuard<'_> {
         self.core.live_mirror.store(live, Relaxed);
         self.core.clock_mirror.store(st.clock, Relaxed);
         self.core.heap_version.store(st.heap.version, Relaxed);
+        self.core.cache_threads.store(st.caches.len(), Relaxed);
         tcache::note_unlock(self.core, live, st.clock);
     }
 }
@@ -1054,6 +1074,8 @@ impl CoreHandle {
                 state: CachePadded::new(SpinLock::new(ArenaState::new(config))),
                 remote: CachePadded::new(tcache::remote::Remote::default()),
                 os: OsCounters::new(),
+                stash: tcache::Stash::new(tcache::STASH_CLASSES),
+                cache_threads: core::sync::atomic::AtomicUsize::new(0),
                 pattern_on,
                 // The execution heap's thread (a thread-local's address:
                 // never 0), set below for arenas with a heap; pattern mode
@@ -1145,6 +1167,8 @@ impl Drop for CoreHandle {
         unsafe {
             ArenaCore::locked_last_out(self.0, |st, core| {
                 tcache::flush_own(st, core);
+                // No more stashed frees: the later ones through the lock.
+                tcache::drain_stash(st, core, true);
                 st.orphaned = true;
                 // No more remote frees: the ones pushed since this lock
                 // was taken come back now, the later ones through the lock.

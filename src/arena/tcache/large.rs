@@ -183,6 +183,22 @@ impl Large {
         false
     }
 
+    /// The buffer at `addr` (with block `block`, unless `any_block`) as it
+    /// was lent here, when it is lent and not held; forgotten, so its
+    /// next free (after whoever takes it next) does not come back here on
+    /// this record.
+    #[inline]
+    pub(crate) fn forget_lent_piece(
+        &mut self,
+        addr: usize,
+        block: u32,
+        any_block: bool,
+    ) -> Option<Piece> {
+        let k = (0..LENT)
+            .find(|&k| self.pieces[k].is(addr, block, any_block) && self.held & (1 << k) == 0)?;
+        Some(core::mem::take(&mut self.pieces[k]))
+    }
+
     /// Whether the buffer at `addr` (with block `block`, unless
     /// `any_block`) is lent here and not held: its free may come back.
     #[inline(always)]

@@ -57,6 +57,9 @@ mod make;
 pub(crate) mod remote;
 #[cfg(all(test, not(loom)))]
 mod remote_tests;
+mod stash;
+#[cfg(all(test, not(loom)))]
+mod stash_tests;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
@@ -68,8 +71,10 @@ use self::heap_slot::HeapSlot;
 use self::large::{has_room, large_index, Large, Piece, LARGE_CLASSES, LARGE_FIRST};
 pub(crate) use self::large::{BUDGET_MAX, LARGE_MAX};
 use self::link::Link;
+pub(crate) use self::stash::Stash;
 use super::blocks::{Place, NIL};
 use super::release::STAMP_SEQ_BITS;
+use super::reuse::serves_alignment;
 use super::shared::ArenaCore;
 use super::state::{ArenaState, Grant};
 use super::{metadata, CARVE_LIMIT};
@@ -81,6 +86,14 @@ use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 /// The classes a thread caches: every class whose capacity is below
 /// [`CARVE_LIMIT`] (the run-carved ones).
 pub(crate) const SMALL_CLASSES: usize = class_of_classed(CARVE_LIMIT);
+/// The large classes the arena's stash covers (`stash.rs`): those whose
+/// slots share the budget, from [`CARVE_LIMIT`] up to [`BUDGET_MAX`],
+/// indexed as the slots are.
+pub(crate) const STASH_CLASSES: usize = match large_index(class_of_classed(BUDGET_MAX)) {
+    Some(k) => k + 1,
+    None => 0,
+};
+
 /// A handle's small class as it keeps it in a byte, for a buffer of no
 /// small class (64 KiB and up, or planned).
 pub(crate) const NO_CLASS: u8 = u8::MAX;
@@ -755,7 +768,29 @@ pub(crate) fn free_large_hit(core: &ArenaCore, c: Class, addr: usize, block: u32
     };
     // SAFETY: this thread's cache; the borrow ends within this function.
     let o = unsafe { cache.own() };
-    let cap = capacity(c);
+    if free_large_in(core, cache, o, k, addr, block) {
+        return true;
+    }
+    // Freed by layout, a buffer a request of this class borrowed from a
+    // larger one (`allocate_stashed`, `ArenaState::take_larger_warm`) is
+    // lent to that class's slot.
+    match lent_above(o, k, addr, block) {
+        Some(k) => free_large_in(core, cache, o, k, addr, block),
+        None => false,
+    }
+}
+
+/// [`free_large_hit`] into large slot `k`.
+#[inline(always)]
+fn free_large_in(
+    core: &ArenaCore,
+    cache: &Cache,
+    o: &mut Own,
+    k: usize,
+    addr: usize,
+    block: u32,
+) -> bool {
+    let cap = capacity(LARGE_FIRST + k);
     if !has_room(o.large_bytes, o.big_bytes, cap) {
         return free_large_making_room(core, cache, o, k, cap, addr, block);
     }
@@ -763,9 +798,136 @@ pub(crate) fn free_large_hit(core: &ArenaCore, c: Class, addr: usize, block: u32
         .get(k)
         .is_some_and(|l| l.holds() && l.is_lent(addr, block, block == NIL))
     {
+        if stash_refused(core, cache, o, k, addr, block) {
+            return true;
+        }
         give_back_older_large(core, cache, o, k);
     }
     put_large(cache, o, k, cap, addr, block, true)
+}
+
+/// The large slot above `k`, of a class up to twice its capacity, that
+/// the buffer at `addr` (freed by layout: no block) is lent to.
+#[cold]
+#[inline(never)]
+fn lent_above(o: &Own, k: usize, addr: usize, block: u32) -> Option<usize> {
+    if block != NIL {
+        return None;
+    }
+    let top = 2 * capacity(LARGE_FIRST + k);
+    (k + 1..o.large.len())
+        .take_while(|&j| capacity(LARGE_FIRST + j) <= top)
+        .find(|&j| o.large[j].is_lent(addr, NIL, true))
+}
+
+/// With two or more threads on the arena: the buffer at `addr` lent to
+/// large slot `k`, which the slot cannot take now, into the arena's stash
+/// (`stash.rs`) instead of the arena under its lock; its free counted
+/// here, as a cached free is. `false` (nothing changed) on one thread,
+/// for a buffer not lent here, a class the stash does not cover, or a
+/// full stash.
+#[cold]
+#[inline(never)]
+fn stash_refused(
+    core: &ArenaCore,
+    cache: &Cache,
+    o: &mut Own,
+    k: usize,
+    addr: usize,
+    block: u32,
+) -> bool {
+    if k >= STASH_CLASSES || core.cache_threads.load(Relaxed) < 2 {
+        return false;
+    }
+    let Some(l) = o.large.get_mut(k) else {
+        return false;
+    };
+    let Some(p) = l.forget_lent_piece(addr, block, block == NIL) else {
+        return false;
+    };
+    if !core.stash.put(k, p) {
+        // Lent here still: the arena takes it, as before.
+        l.lend(p);
+        return false;
+    }
+    cache.counters.add_frees(1);
+    true
+}
+
+/// A buffer ready for `size` bytes at `align` from the arena's stash, of
+/// large class `c` or, as the arena's own borrowing does with two or more
+/// threads (`ArenaState::take_larger_warm`), of a class up to twice its
+/// capacity; lent to this thread's slot of its class (its free may come
+/// back there). `None` (nothing changed) when the stash has none.
+#[inline]
+pub(crate) fn allocate_stashed(
+    core: &ArenaCore,
+    c: Class,
+    size: usize,
+    align: usize,
+) -> Option<Grant> {
+    let first = large_index(c)?;
+    let top = 2 * capacity(c);
+    let mut k = first;
+    while k < core.stash.classes() && capacity(LARGE_FIRST + k) <= top {
+        if core.stash.count(k) != 0 && (k == first || serves_alignment(LARGE_FIRST + k, align)) {
+            if let Some(g) = take_stashed(core, k, size) {
+                return Some(g);
+            }
+        }
+        k += 1;
+    }
+    None
+}
+
+/// A buffer of large slot `k`'s class from the arena's stash, lent to
+/// this thread's slot `k`.
+#[cold]
+#[inline(never)]
+fn take_stashed(core: &ArenaCore, k: usize, size: usize) -> Option<Grant> {
+    let cache = fast_cache(core)?;
+    let p = core.stash.take(k, size)?;
+    // SAFETY: this thread's cache; the borrow ends within this function.
+    let o = unsafe { cache.own() };
+    if let Some(l) = o.large.get_mut(k) {
+        l.lend(p);
+    }
+    Some(Grant {
+        // SAFETY: stashed addresses are buffers the arena carved: never null.
+        ptr: unsafe { NonNull::new_unchecked(p.addr as *mut u8) },
+        cap: capacity(LARGE_FIRST + k),
+        block: p.block,
+        fresh: false,
+        warm: true,
+    })
+}
+
+/// Under the arena's lock: every buffer in the arena's stash back to the
+/// arena, as if freed now (the stash keeps no free order); with `close`
+/// (the last handle), the stash takes no more.
+pub(crate) fn drain_stash(st: &mut ArenaState, core: &ArenaCore, close: bool) {
+    let n = core.stash.drain(close, |_, p| {
+        let at = st.clock << STAMP_SEQ_BITS;
+        let i = st.free_cached(p.block, p.addr, at);
+        debug_assert!(i != NIL, "a stashed buffer was not live");
+        if i != NIL && st.behind_high(i) {
+            st.catch_up(i, &core.os);
+        }
+    });
+    // Each was counted as a free by the cache that stashed it.
+    st.cache_flushed += n as u64;
+    if n > 0 && st.over_cap() {
+        st.enforce_cap(&core.os);
+    }
+}
+
+/// The bytes and buffers in the arena's stash: retained, though live to
+/// the arena's state.
+pub(crate) fn stash_totals(core: &ArenaCore) -> (usize, usize) {
+    (0..core.stash.classes()).fold((0, 0), |(bytes, n), k| {
+        let c = core.stash.count(k);
+        (bytes + c * capacity(LARGE_FIRST + k), n + c)
+    })
 }
 
 /// Under the arena's lock (taken here): the buffer large slot `k` holds
@@ -817,6 +979,8 @@ fn free_large_making_room(
     let room = cap > BUDGET_MAX && o.large[k].is_lent(addr, block, block == NIL);
     if room {
         give_back_big(core, cache, o);
+    } else if stash_refused(core, cache, o, k, addr, block) {
+        return true;
     }
     put_large(cache, o, k, cap, addr, block, room)
 }
