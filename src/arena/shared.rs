@@ -471,10 +471,19 @@ impl ArenaCore {
         let mut class = c;
         if warm.is_none() {
             // Its own class is short: a free buffer of a class up to twice
-            // its size before new memory (`ArenaState::take_larger_warm`).
+            // its size before new memory (`ArenaState::take_larger_warm`),
+            // counting those in the stash (`tcache/stash.rs`).
             if let Some((k, g)) = st.take_larger_warm(c, eff, align, &self.os) {
                 class = k;
                 warm = Some(g);
+            } else if tcache::unstash_for(&mut st, self, c) {
+                warm = st.take_warm(c, eff, align, &self.os);
+                if warm.is_none() {
+                    if let Some((k, g)) = st.take_larger_warm(c, eff, align, &self.os) {
+                        class = k;
+                        warm = Some(g);
+                    }
+                }
             }
         }
         let g = match warm {

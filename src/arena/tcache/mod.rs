@@ -906,15 +906,53 @@ fn take_stashed(core: &ArenaCore, k: usize, size: usize) -> Option<Grant> {
 /// arena, as if freed now (the stash keeps no free order); with `close`
 /// (the last handle), the stash takes no more.
 pub(crate) fn drain_stash(st: &mut ArenaState, core: &ArenaCore, close: bool) {
-    let n = core.stash.drain(close, |_, p| {
-        let at = st.clock << STAMP_SEQ_BITS;
-        let i = st.free_cached(p.block, p.addr, at);
-        debug_assert!(i != NIL, "a stashed buffer was not live");
-        if i != NIL && st.behind_high(i) {
-            st.catch_up(i, &core.os);
+    let n = core.stash.drain(close, |_, p| return_stashed(st, core, p));
+    settle_unstashed(st, core, n);
+}
+
+/// Under the arena's lock, for a request of large class `c` that found
+/// nothing of its class or up to twice its size in the arena: the
+/// stash's buffers of those classes back to the arena, so that it serves
+/// the request with them before new memory (a stashed buffer whose ready
+/// length fell short of the request, or one put there since this thread
+/// looked). Returns whether there were any.
+#[cold]
+#[inline(never)]
+pub(crate) fn unstash_for(st: &mut ArenaState, core: &ArenaCore, c: Class) -> bool {
+    let Some(first) = large_index(c) else {
+        return false;
+    };
+    let top = 2 * capacity(c);
+    let mut n = 0;
+    let mut k = first;
+    while k < core.stash.classes() && capacity(LARGE_FIRST + k) <= top {
+        while core.stash.count(k) != 0 {
+            let Some(p) = core.stash.take(k, 0) else {
+                break;
+            };
+            return_stashed(st, core, p);
+            n += 1;
         }
-    });
-    // Each was counted as a free by the cache that stashed it.
+        k += 1;
+    }
+    settle_unstashed(st, core, n);
+    n > 0
+}
+
+/// Under the arena's lock: a buffer out of the stash back to the arena,
+/// as if freed now, its pages caught up to its class's largest request.
+fn return_stashed(st: &mut ArenaState, core: &ArenaCore, p: Piece) {
+    let at = st.clock << STAMP_SEQ_BITS;
+    let i = st.free_cached(p.block, p.addr, at);
+    debug_assert!(i != NIL, "a stashed buffer was not live");
+    if i != NIL && st.behind_high(i) {
+        st.catch_up(i, &core.os);
+    }
+}
+
+/// After `n` buffers came back from the stash: each was counted as a
+/// free by the cache that stashed it; the cap holds again.
+fn settle_unstashed(st: &mut ArenaState, core: &ArenaCore, n: usize) {
     st.cache_flushed += n as u64;
     if n > 0 && st.over_cap() {
         st.enforce_cap(&core.os);

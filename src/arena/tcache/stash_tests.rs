@@ -187,6 +187,45 @@ fn a_borrowed_buffer_freed_by_layout_comes_back_to_its_own_classes_slot_without_
     assert_eq!(a.check_invariants(), Ok(()));
 }
 
+/// A stashed buffer not ready for a request of its class (its pages
+/// reach only as far as its earlier requests) is not taken without the
+/// lock; the locked path then takes it out of the stash and serves the
+/// request with it rather than with new memory.
+#[test]
+fn a_request_beyond_a_stashed_buffers_ready_bytes_gets_it_under_the_lock_not_new_memory() {
+    let a = io();
+    let other = Other::new(&a);
+    let short = SIZE + 1;
+    let c = class_of(short).unwrap();
+    let long = capacity(c);
+    assert!(
+        long > short.next_multiple_of(4096),
+        "a page beyond the short request's"
+    );
+    let x = a.allocate(short, 64).unwrap();
+    let y = a.allocate(short, 64).unwrap();
+    let py = y.as_ptr() as usize;
+    drop(x);
+    drop(y);
+    assert_eq!(stash_totals(&a.core), (long, 1));
+    let before = a.stats();
+    let (tx, rx) = mpsc::channel();
+    other.run(move |a| {
+        let z = a.allocate(long, 64).unwrap();
+        // SAFETY: `z` holds `long` bytes.
+        unsafe { z.as_ptr().cast_mut().add(long - 1).write(7) };
+        tx.send((z.as_ptr() as usize, z.served_warm())).unwrap();
+    });
+    let (pz, warm) = rx.recv().unwrap();
+    assert_eq!((pz, warm), (py, true), "the stashed buffer");
+    let s = a.stats();
+    assert_eq!(s.cold_allocations, before.cold_allocations, "no new memory");
+    assert_eq!(stash_totals(&a.core), (0, 0));
+    other.stop();
+    assert_eq!(a.stats().live_bytes, 0);
+    assert_eq!(a.check_invariants(), Ok(()));
+}
+
 #[test]
 fn on_one_thread_a_refused_large_free_goes_to_the_arena() {
     let a = io();
