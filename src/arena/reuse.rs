@@ -88,7 +88,7 @@ impl ArenaState {
             return None;
         }
         let mut k = class + 1;
-        while k < CLASS_COUNT && capacity(k) <= 2 * cap {
+        while k < CLASS_COUNT && may_borrow(class, k) {
             if self.warm.has(k) && serves_alignment(k, align) {
                 return Some((k, self.take_tail(k, size, os)));
             }
@@ -207,6 +207,15 @@ const HEAP_FIRST_CLASS: Class = match crate::size_class::class_of(CARVE_LIMIT) {
     Some(c) => c,
     None => CLASS_COUNT,
 };
+
+/// Whether a request of class `c` may take a free buffer of class `k`
+/// (`k >= c`) when its own class is short: up to twice its capacity
+/// ([`ArenaState::take_larger_warm`], and the thread caches' stash,
+/// `tcache/stash.rs`).
+#[inline(always)]
+pub(crate) const fn may_borrow(c: Class, k: Class) -> bool {
+    capacity(k) <= 2 * capacity(c)
+}
 
 /// Whether every buffer of class `k` is aligned to `align` (a power of two
 /// up to `MAX_ALIGN`): each is aligned to the largest power of two dividing

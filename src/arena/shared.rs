@@ -473,17 +473,16 @@ impl ArenaCore {
             // Its own class is short: a free buffer of a class up to twice
             // its size before new memory (`ArenaState::take_larger_warm`),
             // counting those in the stash (`tcache/stash.rs`).
-            if let Some((k, g)) = st.take_larger_warm(c, eff, align, &self.os) {
-                class = k;
-                warm = Some(g);
-            } else if tcache::unstash_for(&mut st, self, c) {
+            let mut larger = st.take_larger_warm(c, eff, align, &self.os);
+            if larger.is_none() && tcache::unstash_for(&mut st, self, c) {
                 warm = st.take_warm(c, eff, align, &self.os);
                 if warm.is_none() {
-                    if let Some((k, g)) = st.take_larger_warm(c, eff, align, &self.os) {
-                        class = k;
-                        warm = Some(g);
-                    }
+                    larger = st.take_larger_warm(c, eff, align, &self.os);
                 }
+            }
+            if let Some((k, g)) = larger {
+                class = k;
+                warm = Some(g);
             }
         }
         let g = match warm {

@@ -169,6 +169,8 @@ impl Large {
         room: bool,
         stamp: u64,
     ) -> bool {
+        // Acts inside the search, not after `lent_index`: that form took
+        // allocator-api2's 1 MiB pair from 12.46 to 12.74 ns.
         for k in 0..LENT {
             if self.pieces[k].is(addr, block, any_block) && self.held & (1 << k) == 0 {
                 if self.held != 0 || !room {
@@ -194,8 +196,7 @@ impl Large {
         block: u32,
         any_block: bool,
     ) -> Option<Piece> {
-        let k = (0..LENT)
-            .find(|&k| self.pieces[k].is(addr, block, any_block) && self.held & (1 << k) == 0)?;
+        let k = self.lent_index(addr, block, any_block)?;
         Some(core::mem::take(&mut self.pieces[k]))
     }
 
@@ -203,7 +204,14 @@ impl Large {
     /// `any_block`) is lent here and not held: its free may come back.
     #[inline(always)]
     pub(crate) fn is_lent(&self, addr: usize, block: u32, any_block: bool) -> bool {
-        (0..LENT).any(|k| self.pieces[k].is(addr, block, any_block) && self.held & (1 << k) == 0)
+        self.lent_index(addr, block, any_block).is_some()
+    }
+
+    /// The entry recording the buffer at `addr` (with block `block`,
+    /// unless `any_block`) as lent here and not held.
+    #[inline(always)]
+    fn lent_index(&self, addr: usize, block: u32, any_block: bool) -> Option<usize> {
+        (0..LENT).find(|&k| self.pieces[k].is(addr, block, any_block) && self.held & (1 << k) == 0)
     }
 
     /// The held buffer, if any.

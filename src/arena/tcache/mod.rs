@@ -74,7 +74,7 @@ use self::link::Link;
 pub(crate) use self::stash::Stash;
 use super::blocks::{Place, NIL};
 use super::release::STAMP_SEQ_BITS;
-use super::reuse::serves_alignment;
+use super::reuse::{may_borrow, serves_alignment};
 use super::shared::ArenaCore;
 use super::state::{ArenaState, Grant};
 use super::{metadata, CARVE_LIMIT};
@@ -814,10 +814,17 @@ fn lent_above(o: &Own, k: usize, addr: usize, block: u32) -> Option<usize> {
     if block != NIL {
         return None;
     }
-    let top = 2 * capacity(LARGE_FIRST + k);
-    (k + 1..o.large.len())
-        .take_while(|&j| capacity(LARGE_FIRST + j) <= top)
+    borrowable(k, o.large.len())
+        .skip(1)
         .find(|&j| o.large[j].is_lent(addr, NIL, true))
+}
+
+/// The large slot indexes from `first` (below `limit`) whose classes a
+/// request of slot `first`'s class may borrow ([`may_borrow`]), `first`
+/// itself first.
+#[inline]
+fn borrowable(first: usize, limit: usize) -> impl Iterator<Item = usize> {
+    (first..limit).take_while(move |&k| may_borrow(LARGE_FIRST + first, LARGE_FIRST + k))
 }
 
 /// With two or more threads on the arena: the buffer at `addr` lent to
@@ -867,17 +874,10 @@ pub(crate) fn allocate_stashed(
     align: usize,
 ) -> Option<Grant> {
     let first = large_index(c)?;
-    let top = 2 * capacity(c);
-    let mut k = first;
-    while k < core.stash.classes() && capacity(LARGE_FIRST + k) <= top {
-        if core.stash.count(k) != 0 && (k == first || serves_alignment(LARGE_FIRST + k, align)) {
-            if let Some(g) = take_stashed(core, k, size) {
-                return Some(g);
-            }
-        }
-        k += 1;
-    }
-    None
+    borrowable(first, core.stash.classes())
+        .filter(|&k| core.stash.count(k) != 0)
+        .filter(|&k| k == first || serves_alignment(LARGE_FIRST + k, align))
+        .find_map(|k| take_stashed(core, k, size))
 }
 
 /// A buffer of large slot `k`'s class from the arena's stash, lent to
@@ -922,10 +922,8 @@ pub(crate) fn unstash_for(st: &mut ArenaState, core: &ArenaCore, c: Class) -> bo
     let Some(first) = large_index(c) else {
         return false;
     };
-    let top = 2 * capacity(c);
     let mut n = 0;
-    let mut k = first;
-    while k < core.stash.classes() && capacity(LARGE_FIRST + k) <= top {
+    for k in borrowable(first, core.stash.classes()) {
         while core.stash.count(k) != 0 {
             let Some(p) = core.stash.take(k, 0) else {
                 break;
@@ -933,7 +931,6 @@ pub(crate) fn unstash_for(st: &mut ArenaState, core: &ArenaCore, c: Class) -> bo
             return_stashed(st, core, p);
             n += 1;
         }
-        k += 1;
     }
     settle_unstashed(st, core, n);
     n > 0

@@ -59,12 +59,12 @@ fn cap() -> usize {
     capacity(class_of(SIZE).unwrap())
 }
 
-/// Two buffers of one large class lent to this thread, freed: the first
+/// Two buffers of `size` bytes lent to this thread, freed: the first
 /// into this thread's slot, the second (the slot holds one) refused by
 /// it. Returns the second's address.
-fn free_two(a: &IoArena) -> usize {
-    let x = a.allocate(SIZE, 64).unwrap();
-    let y = a.allocate(SIZE, 64).unwrap();
+fn free_two(a: &IoArena, size: usize) -> usize {
+    let x = a.allocate(size, 64).unwrap();
+    let y = a.allocate(size, 64).unwrap();
     let p = y.as_ptr() as usize;
     drop(x);
     drop(y);
@@ -118,10 +118,7 @@ fn a_short_class_takes_a_stashed_buffer_up_to_twice_its_size_and_no_larger() {
     let other = Other::new(&a);
     // Stash one buffer of 1.5 times SIZE's class, another of 2.5 times it.
     for size in [SIZE * 3 / 2, SIZE * 5 / 2] {
-        let x = a.allocate(size, 64).unwrap();
-        let y = a.allocate(size, 64).unwrap();
-        drop(x);
-        drop(y);
+        free_two(&a, size);
     }
     let one_and_half = capacity(class_of(SIZE * 3 / 2).unwrap());
     let two_and_half = capacity(class_of(SIZE * 5 / 2).unwrap());
@@ -157,11 +154,7 @@ fn a_borrowed_buffer_freed_by_layout_comes_back_to_its_own_classes_slot_without_
     let a = io();
     let other = Other::new(&a);
     let bigger = SIZE * 3 / 2;
-    let x = a.allocate(bigger, 64).unwrap();
-    let y = a.allocate(bigger, 64).unwrap();
-    let py = y.as_ptr() as usize;
-    drop(x);
-    drop(y);
+    let py = free_two(&a, bigger);
     assert_eq!(stash_totals(&a.core).1, 1);
     let s_retained = a.stats().retained_bytes;
     let (tx, rx) = mpsc::channel();
@@ -202,11 +195,7 @@ fn a_request_beyond_a_stashed_buffers_ready_bytes_gets_it_under_the_lock_not_new
         long > short.next_multiple_of(4096),
         "a page beyond the short request's"
     );
-    let x = a.allocate(short, 64).unwrap();
-    let y = a.allocate(short, 64).unwrap();
-    let py = y.as_ptr() as usize;
-    drop(x);
-    drop(y);
+    let py = free_two(&a, short);
     assert_eq!(stash_totals(&a.core), (long, 1));
     let before = a.stats();
     let (tx, rx) = mpsc::channel();
@@ -232,7 +221,7 @@ fn on_one_thread_a_refused_large_free_goes_to_the_arena() {
     let x = a.allocate(SIZE, 64).unwrap();
     drop(x);
     let before = a.stats();
-    free_two(&a);
+    free_two(&a, SIZE);
     assert_eq!(stash_totals(&a.core), (0, 0));
     let s = a.stats();
     assert!(s.locked_operations > before.locked_operations + 1);
@@ -243,7 +232,7 @@ fn on_one_thread_a_refused_large_free_goes_to_the_arena() {
 fn trim_and_a_new_cap_return_stashed_buffers_to_the_arena() {
     let a = io();
     let other = Other::new(&a);
-    free_two(&a);
+    free_two(&a, SIZE);
     assert_eq!(stash_totals(&a.core), (cap(), 1));
     // Both large buffers released (this thread's slot's and the stash's).
     assert!(a.trim() >= 2 * cap());
@@ -252,7 +241,7 @@ fn trim_and_a_new_cap_return_stashed_buffers_to_the_arena() {
         a.stats().retained_bytes < cap(),
         "only the other thread's small buffer"
     );
-    free_two(&a);
+    free_two(&a, SIZE);
     assert_eq!(stash_totals(&a.core), (cap(), 1));
     a.set_retention_cap(1 << 30);
     assert_eq!(stash_totals(&a.core), (0, 0));
@@ -267,7 +256,7 @@ fn a_dropped_arena_frees_its_stashed_buffers_exactly_once() {
     let a = io();
     let id = a.core.id;
     let other = Other::new(&a);
-    free_two(&a);
+    free_two(&a, SIZE);
     assert_eq!(stash_totals(&a.core), (cap(), 1));
     other.stop();
     assert_eq!(destroyed::count(id), 0);
