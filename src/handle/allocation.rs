@@ -1,6 +1,6 @@
 //! [`Allocation`]: one buffer, one owner, returned to its arena exactly once.
 
-use crate::arena::shared::ArenaCore;
+use crate::arena::shared::{ArenaCore, CoreHandle};
 use crate::arena::state::Grant;
 use crate::arena::tcache::{NO_CLASS, SMALL_CLASSES};
 use crate::arena::CARVE_LIMIT;
@@ -256,6 +256,25 @@ impl core::fmt::Debug for Allocation {
     }
 }
 
+impl Allocation {
+    /// Both arenas' `allocate`, on the arena body behind `core`: the
+    /// cached hit built straight into the handle, anything else through
+    /// [`ArenaCore::allocate`]. Also the session's routed outputs, which
+    /// hold the body their slot is routed to.
+    #[inline(always)]
+    pub(crate) fn allocate_on(
+        core: &CoreHandle,
+        size: usize,
+        align: usize,
+    ) -> Result<Allocation, ArenaError> {
+        if let Some((g, class)) = core.allocate_hit(size, align) {
+            return Ok(Allocation::from_grant_of_class(g, class, size, core.ptr()));
+        }
+        let g = core.allocate(size, align)?;
+        Ok(Allocation::from_grant(g, size, core.ptr()))
+    }
+}
+
 macro_rules! allocate_for {
     ($name:ident) => {
         impl crate::arena::$name {
@@ -273,16 +292,7 @@ macro_rules! allocate_for {
             /// ```
             #[inline(always)]
             pub fn allocate(&self, size: usize, align: usize) -> Result<Allocation, ArenaError> {
-                if let Some((g, class)) = self.core.allocate_hit(size, align) {
-                    return Ok(Allocation::from_grant_of_class(
-                        g,
-                        class,
-                        size,
-                        self.core.ptr(),
-                    ));
-                }
-                let g = self.core.allocate(size, align)?;
-                Ok(Allocation::from_grant(g, size, self.core.ptr()))
+                Allocation::allocate_on(&self.core, size, align)
             }
         }
     };

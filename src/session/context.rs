@@ -1,6 +1,6 @@
 //! [`RunContext`]: the per-run state kernels allocate through.
 
-use super::router::{NodeId, Session, Target, ValueIndex};
+use super::router::{NodeId, Session, ValueIndex};
 use crate::arena::ArenaKind;
 use crate::handle::Memory;
 use crate::{Allocation, ArenaError, IoLease};
@@ -179,18 +179,26 @@ impl<'s, 'i> RunContext<'s, 'i> {
         bytes: usize,
         align: usize,
     ) -> Result<Allocation, SessionError> {
-        let v = self.session.output_value(node, slot)?;
-        match &self.session.targets[v] {
-            Target::Execution(a) => Ok(a.allocate(bytes, align)?),
-            Target::Io(a) => Ok(a.allocate(bytes, align)?),
-            Target::Input => Err(self.not_an_output(v)),
+        // The slot's arena in one step from the node; both arenas allocate
+        // alike, so one inlined copy of the hit serves either.
+        let Some(core) = self.session.output_route(node, slot) else {
+            return Err(self.output_refused(node, slot));
+        };
+        match Allocation::allocate_on(core, bytes, align) {
+            Ok(a) => Ok(a),
+            Err(e) => Err(SessionError::Alloc(e)),
         }
     }
 
+    /// Why [`output`](Self::output) found no arena for (`node`, `slot`):
+    /// no such slot, or a slot that names a graph input.
     #[cold]
     #[inline(never)]
-    fn not_an_output(&self, v: ValueIndex) -> SessionError {
-        SessionError::NotAnOutput(self.name(v))
+    fn output_refused(&self, node: NodeId, slot: usize) -> SessionError {
+        match self.session.output_value(node, slot) {
+            Ok(v) => SessionError::NotAnOutput(self.name(v)),
+            Err(e) => e,
+        }
     }
 
     /// A kernel workspace: always execution memory, also inside a node that

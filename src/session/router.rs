@@ -4,7 +4,7 @@
 
 use super::context::SessionError;
 use super::graph::{GraphError, GraphSpec};
-use crate::arena::shared::ArenaCore;
+use crate::arena::shared::{ArenaCore, CoreHandle};
 use crate::arena::ArenaKind;
 use crate::{ExecutionArena, IoArena};
 use core::ptr::NonNull;
@@ -36,6 +36,16 @@ impl Target {
         }
     }
 
+    /// The arena's body behind the slot (`None` for an input).
+    #[inline(always)]
+    pub(crate) fn handle(&self) -> Option<&CoreHandle> {
+        match self {
+            Target::Input => None,
+            Target::Execution(a) => Some(&a.core),
+            Target::Io(a) => Some(&a.core),
+        }
+    }
+
     pub(crate) fn core(&self) -> Option<NonNull<ArenaCore>> {
         match self {
             Target::Input => None,
@@ -49,6 +59,10 @@ pub(crate) struct NodeInfo {
     pub name: String,
     pub inputs: Vec<ValueIndex>,
     pub outputs: Vec<ValueIndex>,
+    /// The arena body each output slot is routed to (`None`: the slot
+    /// names a graph input), so that a kernel's `output` finds it in one
+    /// step from the node (`RunContext::output`).
+    pub routes: Box<[Option<CoreHandle>]>,
     /// Values whose last use is this node: freed by `finish`.
     pub frees: Vec<ValueIndex>,
 }
@@ -157,6 +171,7 @@ impl Session {
                 name: n.name.clone(),
                 inputs,
                 outputs,
+                routes: Box::default(),
                 frees: Vec::new(),
             });
         }
@@ -182,6 +197,13 @@ impl Session {
                 Some(t) => t.clone(),
                 None => Target::Io(io.clone()),
             };
+        }
+        for n in &mut nodes {
+            n.routes = n
+                .outputs
+                .iter()
+                .map(|&v| targets[v].handle().cloned())
+                .collect();
         }
         let mut last_use: Vec<Option<NodeId>> = vec![None; count];
         for (k, n) in nodes.iter().enumerate() {
@@ -234,6 +256,13 @@ impl Session {
                 slot,
             },
         }
+    }
+
+    /// The arena body output slot `slot` of `node` is routed to; `None`
+    /// for no such slot, or a slot that names a graph input.
+    #[inline(always)]
+    pub(crate) fn output_route(&self, node: NodeId, slot: usize) -> Option<&CoreHandle> {
+        self.nodes.get(node)?.routes.get(slot)?.as_ref()
     }
 
     /// The value written by output slot `slot` of `node`.
