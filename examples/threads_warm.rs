@@ -89,8 +89,8 @@ fn main() {
         })
         .collect();
     println!("{threads} threads, {runs} runs of {REQUESTS} requests each");
-    println!("| run | cold allocations | maps | held after (MiB) |");
-    println!("|---:|---:|---:|---:|");
+    println!("| run | cold allocations | maps | held after (MiB) | live peak (MiB) |");
+    println!("|---:|---:|---:|---:|---:|");
     let (mut cold, mut maps, mut later) = (0, 0, 0);
     for r in 0..runs {
         bar.wait();
@@ -98,7 +98,11 @@ fn main() {
         let s = arena.stats();
         let held = (s.live_bytes + s.retained_bytes) as f64 / (1 << 20) as f64;
         let c = s.cold_allocations - cold;
-        println!("| {r} | {c} | {} | {held:.1} |", s.os.maps - maps);
+        let peak = s.peak_live_bytes as f64 / (1 << 20) as f64;
+        println!(
+            "| {r} | {c} | {} | {held:.1} | {peak:.1} |",
+            s.os.maps - maps
+        );
         if r > 0 {
             later += c;
         }

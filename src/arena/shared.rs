@@ -1016,7 +1016,7 @@ impl Drop for StateGuard<'_> {
         self.core.clock_mirror.store(st.clock, Relaxed);
         self.core.heap_version.store(st.heap.version, Relaxed);
         self.core.cache_threads.store(st.caches.len(), Relaxed);
-        tcache::note_unlock(self.core, live, st.clock);
+        tcache::note_unlock(self.core, live, st.clock, st.caches.len());
     }
 }
 

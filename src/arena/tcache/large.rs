@@ -2,8 +2,9 @@
 //! [`LARGE_MAX`], one free buffer, and the buffers of the class the arena
 //! handed to this thread under its lock ("lent"), each with its ready
 //! length (the bytes known to have their pages, `ready.rs`). The slots of
-//! the classes up to [`BUDGET_MAX`] share a budget of [`LARGE_BYTES`];
-//! above it a cache holds one buffer at a time, so a thread that stops
+//! the classes up to [`BUDGET_MAX`] share a budget of [`LARGE_BYTES`]
+//! (less once more than two threads have caches on the arena:
+//! [`budget_for`]); above it a cache holds one buffer at a time, so a thread that stops
 //! using a class strands at most that one buffer there (as mimalloc's
 //! thread-owned large pages do; `trim`, the cap and the thread's exit
 //! reach it as they reach the rest of the cache).
@@ -51,13 +52,43 @@ pub(crate) const LARGE_CLASSES: usize = LARGE_END - LARGE_FIRST;
 /// class): a thread strands at most that one ([`has_room`]).
 pub(crate) const LARGE_BYTES: usize = 4 << 20;
 
-/// Whether a cache whose budgeted slots hold `budgeted` bytes and whose
-/// slots above [`BUDGET_MAX`] hold `big` bytes may hold one more buffer
-/// of `cap` bytes.
+/// What the caches of all threads on one arena hold in their budgeted
+/// slots together, at most, once more than two threads have caches there
+/// (see [`budget_for`]).
+pub(crate) const SHARED_LARGE_BYTES: usize = 2 * LARGE_BYTES;
+
+/// A cache's budget for the classes up to [`BUDGET_MAX`] while `threads`
+/// threads have caches on its arena: the whole [`LARGE_BYTES`] for up to
+/// two, then an equal share of [`SHARED_LARGE_BYTES`], never less than
+/// [`BUDGET_MAX`] (one buffer of every budgeted class still fits).
+///
+/// Why: each thread's slots keep the buffers its own requests freed, so
+/// with a fixed budget the bytes held beside the arena grew with the
+/// threads (at 32 threads half of what the arena held, measured with
+/// `examples/threads_warm.rs`). The arena's stash (`stash.rs`) takes what
+/// a smaller budget refuses, without the lock, so sharing one amount
+/// costs few locks. One and two threads keep the budget they had, and
+/// with it a repeated run's exact reuse on one thread.
+#[inline]
+pub(crate) const fn budget_for(threads: usize) -> usize {
+    if threads <= 2 {
+        return LARGE_BYTES;
+    }
+    let share = SHARED_LARGE_BYTES / threads;
+    if share > BUDGET_MAX {
+        share
+    } else {
+        BUDGET_MAX
+    }
+}
+
+/// Whether a cache whose budgeted slots hold `budgeted` bytes of its
+/// `budget` ([`budget_for`]) and whose slots above [`BUDGET_MAX`] hold
+/// `big` bytes may hold one more buffer of `cap` bytes.
 #[inline(always)]
-pub(crate) const fn has_room(budgeted: usize, big: usize, cap: usize) -> bool {
+pub(crate) const fn has_room(budgeted: usize, big: usize, cap: usize, budget: usize) -> bool {
     if cap <= BUDGET_MAX {
-        budgeted + cap <= LARGE_BYTES
+        budgeted + cap <= budget
     } else {
         big == 0
     }
@@ -269,14 +300,35 @@ mod tests {
 
     #[test]
     fn a_cache_holds_a_budget_below_one_mib_and_one_buffer_above() {
-        assert!(has_room(0, 0, BUDGET_MAX));
-        assert!(has_room(LARGE_BYTES - BUDGET_MAX, 0, BUDGET_MAX));
-        assert!(!has_room(LARGE_BYTES - BUDGET_MAX + 1, 0, BUDGET_MAX));
+        let b = LARGE_BYTES;
+        assert!(has_room(0, 0, BUDGET_MAX, b));
+        assert!(has_room(LARGE_BYTES - BUDGET_MAX, 0, BUDGET_MAX, b));
+        assert!(!has_room(LARGE_BYTES - BUDGET_MAX + 1, 0, BUDGET_MAX, b));
         // Above the budget's classes: one buffer, whatever the budget holds.
-        assert!(has_room(LARGE_BYTES, 0, LARGE_MAX));
-        assert!(!has_room(0, BUDGET_MAX * 2, BUDGET_MAX * 2));
+        assert!(has_room(LARGE_BYTES, 0, LARGE_MAX, b));
+        assert!(!has_room(0, BUDGET_MAX * 2, BUDGET_MAX * 2, b));
         // The budget does not count the one above it.
-        assert!(has_room(0, LARGE_MAX, CARVE_LIMIT));
+        assert!(has_room(0, LARGE_MAX, CARVE_LIMIT, b));
+        // A smaller budget refuses sooner, and only below BUDGET_MAX.
+        assert!(!has_room(CARVE_LIMIT, 0, BUDGET_MAX, BUDGET_MAX));
+        assert!(has_room(LARGE_BYTES, 0, LARGE_MAX, BUDGET_MAX));
+    }
+
+    #[test]
+    fn the_threads_share_one_budget_past_two_and_each_keeps_one_buffer_of_every_class() {
+        assert_eq!(budget_for(0), LARGE_BYTES);
+        assert_eq!(budget_for(1), LARGE_BYTES);
+        assert_eq!(budget_for(2), LARGE_BYTES);
+        assert_eq!(budget_for(4), SHARED_LARGE_BYTES / 4);
+        for t in 3..=256 {
+            let b = budget_for(t);
+            assert!((BUDGET_MAX..=LARGE_BYTES).contains(&b), "{t} threads: {b}");
+            assert!(b <= budget_for(t - 1), "{t} threads: not monotone");
+            // Together at most the shared amount, or one buffer of the
+            // largest budgeted class each.
+            assert!(t * b <= SHARED_LARGE_BYTES.max(t * BUDGET_MAX), "{t}");
+        }
+        assert_eq!(budget_for(64), BUDGET_MAX);
     }
 
     #[test]

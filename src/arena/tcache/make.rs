@@ -7,13 +7,14 @@
 //! thread's cost. Here the box's memory is allocated first and each field
 //! written into it once.
 
+use super::large::LARGE_BYTES;
 use super::{Bin, Cache, Counters, HeapSlot, Large, Link, Own, View, LARGE_CLASSES, SMALL_CLASSES};
 use crate::arena::metadata;
 use crate::arena::shared::ArenaCore;
 use crate::size_class::capacity;
 use core::cell::{Cell, UnsafeCell};
 use core::ptr::{addr_of_mut, NonNull};
-use core::sync::atomic::AtomicU64;
+use core::sync::atomic::{AtomicU64, AtomicUsize};
 use std::alloc::Layout;
 
 impl Cache {
@@ -38,6 +39,7 @@ impl Cache {
             addr_of_mut!((*p).counters).write(Counters::default());
             addr_of_mut!((*p).view).write(View {
                 floor: AtomicU64::new(u64::MAX),
+                large_budget: AtomicUsize::new(LARGE_BYTES),
                 ..View::default()
             });
             let o: *mut Own = UnsafeCell::raw_get(addr_of_mut!((*p).own));

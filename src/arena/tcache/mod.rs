@@ -251,6 +251,10 @@ struct View {
     /// view, the published bytes, a peak reset), so that the next hit
     /// computes it again; lowered only by [`note_peak`], exactly.
     floor: AtomicU64,
+    /// This cache's budget for its large slots up to [`BUDGET_MAX`]
+    /// ([`large::budget_for`] the threads with caches on the arena, as
+    /// this thread last saw them under the lock: [`note_unlock`]).
+    large_budget: AtomicUsize,
 }
 
 impl View {
@@ -431,13 +435,16 @@ fn last() -> Option<&'static Cache> {
 /// `clock` as the mirrors' new values: this thread's current cache, if it
 /// is `core`'s, takes them into its [`View`].
 #[inline(always)]
-pub(crate) fn note_unlock(core: &ArenaCore, live: usize, clock: u64) {
+pub(crate) fn note_unlock(core: &ArenaCore, live: usize, clock: u64, threads: usize) {
     if cfg!(loom) {
         return;
     }
     if let Some(c) = last() {
         if core::ptr::eq(c.core, core) {
             c.view.see(live, clock);
+            c.view
+                .large_budget
+                .store(large::budget_for(threads), Relaxed);
         }
     }
 }
@@ -791,7 +798,8 @@ fn free_large_in(
     block: u32,
 ) -> bool {
     let cap = capacity(LARGE_FIRST + k);
-    if !has_room(o.large_bytes, o.big_bytes, cap) {
+    let budget = cache.view.large_budget.load(Relaxed);
+    if !has_room(o.large_bytes, o.big_bytes, cap, budget) {
         return free_large_making_room(core, cache, o, k, cap, addr, block);
     }
     if o.large

@@ -263,3 +263,38 @@ fn a_dropped_arena_frees_its_stashed_buffers_exactly_once() {
     drop(a);
     assert_eq!(destroyed::count(id), 1, "the last handle drained the stash");
 }
+
+#[test]
+fn past_two_threads_a_caches_large_budget_is_its_share_and_what_it_refuses_is_stashed() {
+    // Three buffers of three budgeted classes: 1 MiB + 768 KiB fit the
+    // share of four threads (2 MiB), the 512 KiB one after them does not.
+    let sizes = [1 << 20, 768 << 10, 512 << 10];
+    let last = capacity(class_of(sizes[2]).unwrap());
+    assert!(
+        capacity(class_of(sizes[0]).unwrap()) + capacity(class_of(sizes[1]).unwrap())
+            <= super::large::budget_for(4)
+    );
+    assert!(sizes.iter().sum::<usize>() > super::large::budget_for(4));
+    for (threads, stashed) in [(2, (0, 0)), (4, (last, 1))] {
+        let a = io();
+        let others: Vec<Other> = (1..threads).map(|_| Other::new(&a)).collect();
+        // Each grant is lent under the lock, whose unlock gives this
+        // thread's cache the budget for `threads` threads.
+        let bufs: Vec<_> = sizes.iter().map(|&s| a.allocate(s, 64).unwrap()).collect();
+        let l = a.stats().locked_operations;
+        drop(bufs);
+        let s = a.stats();
+        assert_eq!(
+            stash_totals(&a.core),
+            stashed,
+            "{threads} threads: the third free's place"
+        );
+        assert_eq!(
+            s.locked_operations,
+            l + 1,
+            "{threads} threads: no lock but stats()"
+        );
+        assert_eq!(s.live_bytes, 0);
+        others.into_iter().for_each(Other::stop);
+    }
+}
