@@ -12,6 +12,8 @@
 //! by the free cores. The size mix: 90 in 100 operations draw from 64 B to 1 KiB,
 //! 9 from 1 KiB to 64 KiB, 1 from 64 KiB to 1 MiB.
 //!
+//! `WARMARENA_BENCH_THREADS=1,4,32` runs other thread counts instead.
+//!
 //! After the group, the share of operations that took the arena's shared
 //! lock at each thread count (`ArenaStats::locked_operations`).
 //!
@@ -131,11 +133,27 @@ unsafe impl Allocator for Mi {
     }
 }
 
+/// The thread counts of group `threads`: 1, 2 and 8, or the list in
+/// `WARMARENA_BENCH_THREADS` (comma-separated, e.g. `1,4,32,64`).
+fn thread_counts() -> Vec<usize> {
+    std::env::var("WARMARENA_BENCH_THREADS")
+        .ok()
+        .map(|v| {
+            v.split(',')
+                .filter_map(|n| n.trim().parse().ok())
+                .filter(|&n| n > 0)
+                .collect::<Vec<usize>>()
+        })
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| vec![1, 2, 8])
+}
+
 fn threads(c: &mut Criterion) {
     let arena = ExecutionArena::new();
     let mut g = c.benchmark_group("threads");
     g.throughput(Throughput::Elements(OPS as u64));
-    for n in [1usize, 2, 8] {
+    let counts = thread_counts();
+    for &n in &counts {
         let a = arena.clone();
         g.bench_with_input(BenchmarkId::new("warmarena", n), &n, |b, &n| {
             b.iter_custom(|iters| run(a.clone(), n, iters))
@@ -152,7 +170,7 @@ fn threads(c: &mut Criterion) {
     assert_eq!(s.live_buffers, 0, "every buffer was returned");
     // How often the workload takes the arena's shared lock (a count, not
     // a time): what bounds the cores one arena can serve at once.
-    for n in [1usize, 2, 8] {
+    for &n in &counts {
         let before = arena.stats().locked_operations;
         run(arena.clone(), n, 5);
         let locks = arena.stats().locked_operations - before - 1;
