@@ -20,6 +20,10 @@
 //! Group `handoff`: producers allocate small buffers and send them to one
 //! consumer thread that frees them (`tcache/remote.rs`), per buffer.
 //!
+//! Group `grow`: threads building `Vec`s by `push` on one arena (moved
+//! growths: a new buffer, a copy, a free), against mimalloc and the
+//! system allocator; then the arena's locks per moved growth.
+//!
 //! Group `beside_lock`: one thread's 256 B allocate+free pairs while a
 //! second thread does 1 MiB pairs on the same allocator (on the arena those
 //! take its lock), per small pair. A cached hit that read a line the lock
@@ -310,5 +314,71 @@ fn handoffs(c: &mut Criterion) {
     assert_eq!(arena.stats().live_buffers, 0, "every buffer was returned");
 }
 
-criterion_group!(benches, threads, beside_lock, handoffs);
+/// Vectors grown by `push` per thread in one batch of group `grow`.
+const VECS: usize = 2_000;
+
+/// One thread's batch of group `grow`: `VECS` vectors of `u32` built by
+/// `push` on `a` (16 to 215 elements, so every one moves several times:
+/// allocator-api2's `grow`, a new buffer and a copy), each dropped.
+fn grow_batch<A: Allocator + Copy>(a: A, seed: usize) {
+    for r in 0..VECS {
+        let mut v: allocator_api2::vec::Vec<u32, A> = allocator_api2::vec::Vec::new_in(a);
+        for i in 0..16 + (r + seed) % 200 {
+            v.push(black_box(i as u32));
+        }
+        black_box(&v);
+    }
+}
+
+/// `iters` batches of [`grow_batch`] on each of `threads` threads at once;
+/// the wall time.
+fn grow_on<A: Allocator + Copy + Send + Sync>(a: A, threads: usize, iters: u64) -> Duration {
+    let t = Instant::now();
+    std::thread::scope(|s| {
+        for k in 0..threads {
+            s.spawn(move || {
+                for _ in 0..iters {
+                    grow_batch(a, k);
+                }
+            });
+        }
+    });
+    t.elapsed()
+}
+
+/// Group `grow`: threads building vectors by `push` on one arena (every
+/// moved growth counts a copy in `ArenaStats::copies`), per batch of
+/// `VECS` vectors per thread; then the arena's locks per moved growth.
+fn grow(c: &mut Criterion) {
+    let arena = ExecutionArena::new();
+    let mut g = c.benchmark_group("grow");
+    g.throughput(Throughput::Elements(VECS as u64));
+    let counts = thread_counts();
+    for &n in &counts {
+        g.bench_with_input(BenchmarkId::new("warmarena", n), &n, |b, &n| {
+            b.iter_custom(|iters| grow_on(&arena, n, iters))
+        });
+        g.bench_with_input(BenchmarkId::new("mimalloc", n), &n, |b, &n| {
+            b.iter_custom(|iters| grow_on(Mi, n, iters))
+        });
+        g.bench_with_input(BenchmarkId::new("system", n), &n, |b, &n| {
+            b.iter_custom(|iters| grow_on(Global, n, iters))
+        });
+    }
+    g.finish();
+    for &n in &counts {
+        let before = arena.stats();
+        grow_on(&arena, n, 2);
+        let after = arena.stats();
+        let locks = after.locked_operations - before.locked_operations - 1;
+        let moves = after.copies - before.copies;
+        println!(
+            "grow/{n}: {locks} arena locks for {moves} moved growths ({:.4} per growth)",
+            locks as f64 / moves as f64
+        );
+    }
+    assert_eq!(arena.stats().live_buffers, 0, "every buffer was returned");
+}
+
+criterion_group!(benches, threads, beside_lock, handoffs, grow);
 criterion_main!(benches);

@@ -103,7 +103,8 @@ unsafe fn reallocate(
         return allocate(core, new, zero_tail);
     }
     let addr = ptr.as_ptr() as usize;
-    let cap = match core.small_class_at(addr) {
+    let small = core.small_class_at(addr);
+    let cap = match small {
         Some(c) => crate::size_class::capacity(c),
         None => core.live_block_at(addr).ok_or(AllocError)?.1,
     };
@@ -141,7 +142,15 @@ unsafe fn reallocate(
     // SAFETY: both buffers hold at least `keep` bytes and are distinct live buffers.
     unsafe { core::ptr::copy_nonoverlapping(ptr.as_ptr(), fresh.cast::<u8>().as_ptr(), keep) };
     core.note_copy(keep);
-    deallocate(core, ptr, old);
+    match small {
+        // Its class is known already: no second look at the owner table.
+        Some(c) => {
+            if let FreeHit::Small(c) = core.free_hit_class(c, addr) {
+                core.free_small_missed(c, addr);
+            }
+        }
+        None => deallocate(core, ptr, old),
+    }
     Ok(fresh)
 }
 
@@ -228,6 +237,47 @@ mod tests {
         assert_eq!(v[1024], 2);
         drop(v);
         assert_eq!(arena.stats().live_bytes, 0);
+    }
+
+    #[test]
+    fn moved_growth_is_counted_without_the_lock_and_kept_after_the_thread_exits() {
+        let arena = ExecutionArena::new();
+        // Warm: every class this growth passes through is in the cache.
+        let grown = || {
+            let mut v: Vec<u32, &ExecutionArena> = Vec::new_in(&arena);
+            for i in 0..256 {
+                v.push(i);
+            }
+            v
+        };
+        drop(grown());
+        let before = arena.stats();
+        let v = grown();
+        let s = arena.stats();
+        // Each move copied the old buffer whole: 4, 8, ... 128 u32s.
+        let moved = (0..6).map(|k| 16usize << k).sum::<usize>();
+        assert_eq!(s.copies - before.copies, 6);
+        assert_eq!(s.copied_bytes - before.copied_bytes, moved);
+        // The one locked operation is the `stats()` call itself.
+        assert_eq!(s.locked_operations - before.locked_operations, 1);
+        assert_eq!(s.cold_allocations, before.cold_allocations);
+        drop(v);
+        // Another thread's moves outlive its cache.
+        let a = arena.clone();
+        std::thread::spawn(move || {
+            // 16 bytes: a whole class, so the 17th moves it.
+            let mut w: Vec<u8, &ExecutionArena> = Vec::with_capacity_in(16, &a);
+            for i in 0..17 {
+                w.push(i);
+            }
+        })
+        .join()
+        .unwrap();
+        let t = arena.stats();
+        assert_eq!(
+            (t.copies, t.copied_bytes),
+            (s.copies + 1, s.copied_bytes + 16)
+        );
     }
 
     #[test]

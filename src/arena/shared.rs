@@ -324,7 +324,7 @@ impl ArenaCore {
     /// The free hit of a small buffer of class `c` at `addr`: into this
     /// thread's cache, or what the slow path needs to know.
     #[inline(always)]
-    fn free_hit_class(&self, c: usize, addr: usize) -> FreeHit {
+    pub(crate) fn free_hit_class(&self, c: usize, addr: usize) -> FreeHit {
         if tcache::free_hit(self, c, addr, NIL) {
             FreeHit::Done
         } else {
@@ -888,6 +888,9 @@ impl ArenaCore {
 
     /// Records a payload copy of `bytes` into or out of this arena's memory.
     pub(crate) fn note_copy(&self, bytes: usize) {
+        if tcache::note_copy(self, bytes) {
+            return;
+        }
         let mut st = self.lock();
         st.stats.copies += 1;
         st.stats.copied_bytes += bytes;
@@ -923,6 +926,8 @@ impl ArenaCore {
         s.retained_bytes += t.held_bytes;
         s.retained_buffers += t.held_buffers - t.merged_rests;
         s.frees = s.frees - t.flushed + t.frees;
+        s.copies += t.copies;
+        s.copied_bytes += t.copied_bytes as usize;
         s.warm_allocations = s.frees + s.live_buffers as u64 - s.cold_allocations;
         s.peak_live_bytes = s.peak_live_bytes.max(t.peak);
         s.os = self.os.snapshot();

@@ -126,6 +126,12 @@ pub(crate) struct Counters {
     /// cache ([`own_unpublished`]).
     pub published: AtomicUsize,
     pub frees: AtomicU64,
+    /// Buffers a reallocation moved on this thread (allocator-api2's
+    /// `grow`/`shrink`, the scoped global allocator's `realloc`), and
+    /// their bytes: `ArenaStats::copies` and `copied_bytes`, counted here
+    /// so that a `Vec` growing on many threads takes no lock for them.
+    pub copies: AtomicU64,
+    pub copied_bytes: AtomicU64,
     pub peak: AtomicUsize,
     /// The one held buffer other threads may claim under the arena's lock
     /// (`claim.rs`): the heap slot's piece, or the buffer above the large
@@ -165,6 +171,14 @@ impl Counters {
     #[inline(always)]
     fn add_frees(&self, n: u64) {
         self.frees.store(self.frees.load(Relaxed) + n, Relaxed);
+    }
+
+    /// Counts a moved reallocation of `bytes` bytes.
+    #[inline(always)]
+    fn add_copy(&self, bytes: u64) {
+        self.copies.store(self.copies.load(Relaxed) + 1, Relaxed);
+        self.copied_bytes
+            .store(self.copied_bytes.load(Relaxed) + bytes, Relaxed);
     }
 
     /// A buffer of `one` ([`Held::one`]) freed into the cache.
@@ -1085,6 +1099,20 @@ pub(crate) fn free_hit(core: &ArenaCore, c: Class, addr: usize, block: u32) -> b
     false
 }
 
+/// Counts a moved reallocation of `bytes` bytes in this thread's ready
+/// cache for `core`; `false` (nothing counted) when it has none, and the
+/// arena counts it under its lock.
+#[inline]
+pub(crate) fn note_copy(core: &ArenaCore, bytes: usize) -> bool {
+    match fast_cache(core) {
+        Some(cache) => {
+            cache.counters.add_copy(bytes as u64);
+            true
+        }
+        None => false,
+    }
+}
+
 /// A free's place in the arena's free order: the free count the arena
 /// had at this thread's last unlock of it (the cache's [`View`]), then
 /// this cache's own sequence. Exact on one thread, where every unlock is
@@ -1702,6 +1730,7 @@ unsafe fn leave(c: NonNull<Cache>) {
             flush(st, core, cache, o, usize::MAX, trim);
             st.cached_bytes -= o.published;
             st.absorbed_frees += cache.counters.frees.load(Relaxed);
+            st.absorb_copies(&cache.counters);
             st.caches.retain(|&p| p != c);
         })
     };
@@ -1781,6 +1810,8 @@ pub(crate) struct Totals {
     pub held_bytes: usize,
     pub held_buffers: usize,
     pub frees: u64,
+    pub copies: u64,
+    pub copied_bytes: u64,
     pub peak: usize,
     /// Frees the arena performed for flushes (counted by the caches already).
     pub flushed: u64,
@@ -1790,6 +1821,13 @@ pub(crate) struct Totals {
 }
 
 impl ArenaState {
+    /// A departing cache's moved reallocations, into the arena's own
+    /// counts (`stats.copies`, `stats.copied_bytes`).
+    fn absorb_copies(&mut self, c: &Counters) {
+        self.stats.copies += c.copies.load(Relaxed);
+        self.stats.copied_bytes += c.copied_bytes.load(Relaxed) as usize;
+    }
+
     /// Frees the caches whose threads left (absorbing their counts).
     pub(crate) fn sweep_caches(&mut self) {
         let mut k = 0;
@@ -1804,6 +1842,7 @@ impl ArenaState {
                 let published = unsafe { (*c.own.get()).published };
                 self.cached_bytes -= published;
                 self.absorbed_frees += c.counters.frees.load(Relaxed);
+                self.absorb_copies(&c.counters);
                 self.peak_absorbed = self.peak_absorbed.max(c.counters.peak.load(Relaxed));
                 self.caches.swap_remove(k);
                 if c.link.arena_leaves() {
@@ -1830,6 +1869,8 @@ impl ArenaState {
                 t.merged_rests += usize::from(self.heap_rest_retained(b));
             }
             t.frees += c.counters.frees.load(Relaxed);
+            t.copies += c.counters.copies.load(Relaxed);
+            t.copied_bytes += c.counters.copied_bytes.load(Relaxed);
             t.peak = t.peak.max(c.counters.peak.load(Relaxed));
         }
         // The depot's buffers are retained like cached ones.
