@@ -94,6 +94,13 @@ pub struct Session {
     pub(crate) last_use: Vec<Option<NodeId>>,
 }
 
+// Sessions are shared by the threads that run them: each route holds an
+// arena handle, which keeps `Session` `Send` and `Sync`.
+const _: fn() = || {
+    fn shared<T: Send + Sync>() {}
+    shared::<Session>();
+};
+
 impl core::fmt::Debug for Session {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Session")
