@@ -10,6 +10,7 @@ use super::heap::Heap;
 use super::owners::{self, Owner};
 use super::pins::PinTable;
 use super::run_index::RunIndex;
+use super::tcache::spare::Spares;
 use super::tcache::{Cache, Depot};
 use super::warm::WarmSets;
 use crate::os::{self, OsCounters};
@@ -127,6 +128,8 @@ pub(crate) struct ArenaState {
     pub pattern: Option<Box<super::pattern::PatternSet>>,
     /// The thread caches registered with this arena (`tcache`).
     pub caches: CacheList,
+    /// Left caches' memory kept for the next thread (`tcache/spare.rs`).
+    pub spares: Spares,
     /// Bytes of buffers in thread caches, as the caches last published
     /// them: the arena counts them live, its peak does not.
     pub cached_bytes: usize,
@@ -204,6 +207,7 @@ impl ArenaState {
             owner: Owner::NONE,
             pattern: None,
             caches: CacheList::default(),
+            spares: Spares::default(),
             cached_bytes: 0,
             depot: Depot::default(),
             cache_flushed: 0,

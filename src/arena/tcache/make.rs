@@ -21,13 +21,23 @@ impl Cache {
     /// A cache for `core`, whose original body pointer (`ArenaState::owner`,
     /// from `Box::into_raw`: the provenance a destroy needs) is `body`;
     /// `None` when the system allocator has no room for it (the thread then
-    /// goes to the arena directly).
-    pub(super) fn new(core: &ArenaCore, body: *const ArenaCore) -> Option<Box<Cache>> {
+    /// goes to the arena directly). Written into `spare`, a left cache's
+    /// memory the arena kept (`spare.rs`), when there is one.
+    pub(super) fn new(
+        core: &ArenaCore,
+        body: *const ArenaCore,
+        spare: Option<NonNull<Cache>>,
+    ) -> Option<Box<Cache>> {
         let _m = metadata::enter();
         let layout = Layout::new::<Cache>();
-        // SAFETY: `Cache` is not zero-sized.
-        let p = NonNull::new(unsafe { std::alloc::alloc(layout) }.cast::<Cache>())?.as_ptr();
-        // SAFETY: `p` is valid for writes of a `Cache` and aligned for it;
+        let p = match spare {
+            Some(p) => p.as_ptr(),
+            // SAFETY: `Cache` is not zero-sized.
+            None => NonNull::new(unsafe { std::alloc::alloc(layout) }.cast::<Cache>())?.as_ptr(),
+        };
+        // SAFETY: `p` is valid for writes of a `Cache` and aligned for it
+        // (fresh from the allocator with its layout, or a kept cache's
+        // memory from `Box::into_raw`, whose old fields need no drop);
         // every field is written once before `Box::from_raw` (the patterns
         // in `all_fields_written` stop the build when a field is added and
         // not written here), and the box frees it with the same layout.

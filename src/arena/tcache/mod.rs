@@ -57,6 +57,7 @@ mod make;
 pub(crate) mod remote;
 #[cfg(all(test, not(loom)))]
 mod remote_tests;
+pub(crate) mod spare;
 mod stash;
 #[cfg(all(test, not(loom)))]
 mod stash_tests;
@@ -1099,6 +1100,13 @@ pub(crate) fn free_hit(core: &ArenaCore, c: Class, addr: usize, block: u32) -> b
     false
 }
 
+/// The address of this thread's ready cache for `core`, if it has one
+/// (tests: which memory a cache was made in).
+#[cfg(test)]
+pub(crate) fn cache_addr(core: &ArenaCore) -> Option<usize> {
+    fast_cache(core).map(|c| c as *const Cache as usize)
+}
+
 /// Counts a moved reallocation of `bytes` bytes in this thread's ready
 /// cache for `core`; `false` (nothing counted) when it has none, and the
 /// arena counts it under its lock.
@@ -1646,8 +1654,10 @@ fn find_or_make(f: &Front, core: &ArenaCore) -> Option<*mut Cache> {
     let cache;
     {
         let mut st = core.lock();
-        cache = Box::into_raw(Cache::new(core, st.owner.0.cast_const().cast())?);
+        // Caches of threads that left first: their memory may serve here.
         st.sweep_caches();
+        let spare = st.spares.take();
+        cache = Box::into_raw(Cache::new(core, st.owner.0.cast_const().cast(), spare)?);
         if st.caches.try_reserve(1).is_err() {
             drop(st);
             // SAFETY: never shared.
@@ -1721,8 +1731,10 @@ unsafe fn leave(c: NonNull<Cache>) {
     let this = unsafe { NonNull::new_unchecked(cache.core as *mut ArenaCore) };
     // SAFETY: this thread's cache.
     let o = unsafe { cache.own() };
-    // SAFETY: the body is alive (above); `this` is not used after.
-    unsafe {
+    // SAFETY: the body is alive (above); `this` is not used after. `c`
+    // goes to the arena's spares only once it is unregistered and this
+    // thread no longer uses it.
+    let kept = unsafe {
         ArenaCore::locked_last_out(this, |st, core| {
             publish(st, cache, o);
             let trim =
@@ -1732,10 +1744,17 @@ unsafe fn leave(c: NonNull<Cache>) {
             st.absorbed_frees += cache.counters.frees.load(Relaxed);
             st.absorb_copies(&cache.counters);
             st.caches.retain(|&p| p != c);
+            // Kept (`Spares::keep`'s contract): unregistered, and this
+            // thread is done with it (the caller's contract), so from here
+            // on it is the arena's to reuse. The enclosing `unsafe` covers
+            // the call.
+            st.spares.keep(c)
         })
     };
-    // SAFETY: unregistered, so the arena no longer refers to it.
-    unsafe { Cache::free(c) };
+    if !kept {
+        // SAFETY: unregistered, so the arena no longer refers to it.
+        unsafe { Cache::free(c) };
+    }
 }
 
 /// Marks that an arena was orphaned with buffers possibly in caches.
@@ -1846,8 +1865,12 @@ impl ArenaState {
                 self.peak_absorbed = self.peak_absorbed.max(c.counters.peak.load(Relaxed));
                 self.caches.swap_remove(k);
                 if c.link.arena_leaves() {
-                    // SAFETY: both sides left and it is unregistered.
-                    unsafe { Cache::free(p) };
+                    // SAFETY: both sides left and it is unregistered: kept
+                    // for the next thread, else freed.
+                    if !unsafe { self.spares.keep(p) } {
+                        // SAFETY: as above.
+                        unsafe { Cache::free(p) };
+                    }
                 }
             } else {
                 k += 1;

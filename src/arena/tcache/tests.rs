@@ -577,3 +577,70 @@ fn flushes_keep_what_the_arena_retains_within_its_cap() {
     );
     assert_eq!(a.check_invariants(), Ok(()));
 }
+
+#[test]
+fn a_thread_that_starts_after_others_left_gets_a_left_caches_memory() {
+    use super::spare::SPARES;
+    let a = arena();
+    // This thread's own cache first, so that it never takes a spare.
+    drop(a.allocate(64, 8).unwrap());
+    // Threads in turn, each with a cache on the arena; each joined, so its
+    // thread-local destructor has run. Which memory did each cache use?
+    let run = |n: usize| -> Vec<usize> {
+        (0..n)
+            .map(|_| {
+                let a = a.clone();
+                std::thread::spawn(move || {
+                    drop(a.allocate(64, 8).unwrap());
+                    super::cache_addr(&a.core).unwrap()
+                })
+                .join()
+                .unwrap()
+            })
+            .collect()
+    };
+    let first = run(1)[0];
+    // It held the freed buffer, so its thread flushed it under the arena's
+    // lock on the way out, and the arena kept its memory.
+    assert_eq!(a.core.lock().spares.len(), 1);
+    let later = run(3);
+    assert!(
+        later.iter().all(|&p| p == first),
+        "each new thread took the left cache's memory: {first:#x} {later:x?}"
+    );
+    // A cache empty when its thread left (the thread only freed a buffer
+    // it did not allocate) stays registered until the arena's next sweep,
+    // here the next thread's registration, which then reuses it.
+    let buf = a.allocate(64, 8).unwrap();
+    let emptied = {
+        let a = a.clone();
+        std::thread::spawn(move || {
+            drop(buf);
+            super::cache_addr(&a.core)
+        })
+        .join()
+        .unwrap()
+    };
+    assert_eq!(emptied, Some(first));
+    assert_eq!(a.core.lock().spares.len(), 0, "still registered");
+    assert_eq!(run(1), vec![first], "the swept cache's memory, again");
+    // Several left at once: the arena keeps at most SPARES of them.
+    let b = Arc::new(Barrier::new(SPARES + 2));
+    let threads: Vec<_> = (0..SPARES + 2)
+        .map(|_| {
+            let (a, b) = (a.clone(), Arc::clone(&b));
+            std::thread::spawn(move || {
+                drop(a.allocate(64, 8).unwrap());
+                b.wait();
+            })
+        })
+        .collect();
+    threads.into_iter().for_each(|t| t.join().unwrap());
+    let s = a.stats();
+    assert_eq!((s.live_bytes, s.live_buffers), (0, 0));
+    assert_eq!(a.core.lock().spares.len(), SPARES);
+    let s = a.stats();
+    assert_eq!(s.live_buffers, 0);
+    // Dropped with the arena (Miri checks that nothing leaks or is freed twice).
+    drop(a);
+}
