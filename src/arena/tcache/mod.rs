@@ -1729,13 +1729,19 @@ unsafe fn leave(c: NonNull<Cache>) {
     }
     // SAFETY: cached buffers are live in the arena: its body is alive.
     let this = unsafe { NonNull::new_unchecked(cache.core as *mut ArenaCore) };
-    // SAFETY: this thread's cache.
-    let o = unsafe { cache.own() };
     // SAFETY: the body is alive (above); `this` is not used after. `c`
     // goes to the arena's spares only once it is unregistered and this
-    // thread no longer uses it.
+    // thread no longer uses it. The closure takes `c` as a pointer and
+    // makes its references inside: a body destroyed on the way out frees
+    // its spares, this one included, while the closure (an argument of
+    // `locked_last_out`) is still alive, so it must hold no reference
+    // into the cache.
     let kept = unsafe {
-        ArenaCore::locked_last_out(this, |st, core| {
+        ArenaCore::locked_last_out(this, move |st, core| {
+            // SAFETY (both): the caller's contract; this thread's cache,
+            // used only within this call.
+            let cache = c.as_ref();
+            let o = cache.own();
             publish(st, cache, o);
             let trim =
                 epoch::due(cache.seen.get(), core.epoch.load(Relaxed), st.trim_epoch).release;
