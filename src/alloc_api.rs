@@ -145,7 +145,7 @@ unsafe fn reallocate(
     match small {
         // Its class is known already: no second look at the owner table.
         Some(c) => {
-            if let FreeHit::Small(c) = core.free_hit_class(c, addr) {
+            if !core.free_cached(c, addr) {
                 core.free_small_missed(c, addr);
             }
         }

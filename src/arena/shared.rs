@@ -324,7 +324,7 @@ impl ArenaCore {
     /// The free hit of a small buffer of class `c` at `addr`: into this
     /// thread's cache, or what the slow path needs to know.
     #[inline(always)]
-    pub(crate) fn free_hit_class(&self, c: usize, addr: usize) -> FreeHit {
+    fn free_hit_class(&self, c: usize, addr: usize) -> FreeHit {
         if tcache::free_hit(self, c, addr, NIL) {
             FreeHit::Done
         } else {

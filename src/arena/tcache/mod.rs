@@ -1747,8 +1747,7 @@ unsafe fn leave(c: NonNull<Cache>) {
                 epoch::due(cache.seen.get(), core.epoch.load(Relaxed), st.trim_epoch).release;
             flush(st, core, cache, o, usize::MAX, trim);
             st.cached_bytes -= o.published;
-            st.absorbed_frees += cache.counters.frees.load(Relaxed);
-            st.absorb_copies(&cache.counters);
+            st.absorb_counts(&cache.counters);
             st.caches.retain(|&p| p != c);
             // Kept (`Spares::keep`'s contract): unregistered, and this
             // thread is done with it (the caller's contract), so from here
@@ -1846,9 +1845,11 @@ pub(crate) struct Totals {
 }
 
 impl ArenaState {
-    /// A departing cache's moved reallocations, into the arena's own
-    /// counts (`stats.copies`, `stats.copied_bytes`).
-    fn absorb_copies(&mut self, c: &Counters) {
+    /// A departing cache's frees and moved reallocations, into the
+    /// arena's own counts (`absorbed_frees`, `stats.copies`,
+    /// `stats.copied_bytes`).
+    fn absorb_counts(&mut self, c: &Counters) {
+        self.absorbed_frees += c.frees.load(Relaxed);
         self.stats.copies += c.copies.load(Relaxed);
         self.stats.copied_bytes += c.copied_bytes.load(Relaxed) as usize;
     }
@@ -1866,8 +1867,7 @@ impl ArenaState {
                 // SAFETY: the thread left (acquire): the arena owns the cache.
                 let published = unsafe { (*c.own.get()).published };
                 self.cached_bytes -= published;
-                self.absorbed_frees += c.counters.frees.load(Relaxed);
-                self.absorb_copies(&c.counters);
+                self.absorb_counts(&c.counters);
                 self.peak_absorbed = self.peak_absorbed.max(c.counters.peak.load(Relaxed));
                 self.caches.swap_remove(k);
                 if c.link.arena_leaves() {
