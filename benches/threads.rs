@@ -18,7 +18,9 @@
 //! lock at each thread count (`ArenaStats::locked_operations`).
 //!
 //! Group `handoff`: producers allocate small buffers and send them to one
-//! consumer thread that frees them (`tcache/remote.rs`), per buffer.
+//! consumer thread that frees them (`tcache/remote.rs`), per buffer; then
+//! the arena's locks per buffer, and the same as a fastest-of-rounds table
+//! with the back ends taking turns.
 //!
 //! Group `grow`: threads building `Vec`s by `push` on one arena (moved
 //! growths: a new buffer, a copy, a free), against mimalloc and the
@@ -232,6 +234,42 @@ fn beside_lock(c: &mut Criterion) {
     }
     g.finish();
     assert_eq!(arena.stats().live_buffers, 0, "every buffer was returned");
+    handoff_rounds(&arena);
+}
+
+/// Group `handoff` again as a table: each back end's fastest of
+/// `HANDOFF_ROUNDS` rounds of 200 batches per producer, the back ends
+/// taking turns (rotating who goes first), so that a slow second on this
+/// shared VM falls on all of them alike (criterion times each in a block
+/// of its own; see `common/rounds.rs`). µs per batch of 64.
+fn handoff_rounds(arena: &ExecutionArena) {
+    const HANDOFF_ROUNDS: usize = 25;
+    println!(
+        "\nhandoff, µs per batch of {HANDOFF_BATCH}, fastest of {HANDOFF_ROUNDS} interleaved rounds:"
+    );
+    println!("| producers | warmarena | mimalloc | system | warmarena / mimalloc |");
+    println!("|---:|---:|---:|---:|---:|");
+    for n in [1usize, 2, 4] {
+        let mut best = [f64::MAX; 3];
+        for r in 0..HANDOFF_ROUNDS {
+            for k in 0..3 {
+                let v = (r + k) % 3;
+                let t = match v {
+                    0 => handoff(arena, n, 200),
+                    1 => handoff(&Mi, n, 200),
+                    _ => handoff(&Global, n, 200),
+                };
+                best[v] = best[v].min(t.as_secs_f64() * 1e6 / (n * 200) as f64);
+            }
+        }
+        println!(
+            "| {n} | {:.2} | {:.2} | {:.2} | {:.2}x |",
+            best[0],
+            best[1],
+            best[2],
+            best[0] / best[1]
+        );
+    }
 }
 
 /// A raw buffer sent to another thread (the bench's own pointers).

@@ -8,7 +8,8 @@
 #   src/arena/tcache/*.rs      epoch (trim, orphaning), link (who frees a
 #                              cache), claim (a cache's offered buffer),
 #                              remote (the remote-free stack: push, take,
-#                              take without the lock, close), stash (the
+#                              take without the lock, close), remotes (one
+#                              stack per class: flags, put-back), stash (the
 #                              large-buffer stash: put, take, drain, close)
 # Built in its own target directory (target/loom) so that the cfg change
 # does not invalidate the normal build.

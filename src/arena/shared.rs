@@ -68,9 +68,10 @@ pub(crate) struct ArenaCore {
     handles: CachePadded<AtomicUsize>,
     state: CachePadded<SpinLock<ArenaState>>,
     /// Small buffers freed on threads whose caches did not hand them out,
-    /// taken by the next lock holder (`tcache/remote.rs`): its own line,
-    /// the one the freeing threads write.
-    pub(crate) remote: CachePadded<tcache::remote::Remote>,
+    /// one stack per class, taken by the next lock holder or by a thread
+    /// whose bin of the class ran empty (`tcache/remotes.rs`): lines of
+    /// their own, the ones the freeing threads write.
+    pub(crate) remotes: tcache::remotes::Remotes,
     /// Live bytes less the bytes thread caches last published, stored at
     /// every unlock (beside the state the holder just wrote): a thread's
     /// cache reads it when it becomes the thread's current one, and from
@@ -104,7 +105,7 @@ pub(crate) struct ArenaCore {
 pub(crate) const PRIVATE_WRITTEN: [(&str, usize); 3] = [
     ("handles", core::mem::offset_of!(ArenaCore, handles)),
     ("state", core::mem::offset_of!(ArenaCore, state)),
-    ("remote", core::mem::offset_of!(ArenaCore, remote)),
+    ("remotes", core::mem::offset_of!(ArenaCore, remotes)),
 ];
 
 /// What allocator-api2's free hit ([`ArenaCore::free_hit_layout`]) found.
@@ -191,12 +192,26 @@ impl ArenaCore {
         // Plain arithmetic on a line the lock holder owns now.
         g.stats.locked_operations += 1;
         let mut st = StateGuard { g, core: self };
-        if self.remote.pending() {
-            // Other threads' frees first: every locked operation sees the
-            // arena as if they had taken the lock themselves.
-            tcache::remote::absorb(&mut st, self, self.remote.take());
+        if self.remotes.pending() {
+            // Other threads' frees first: every locked operation (but a
+            // cache's refill, `lock_for_refill`) sees the arena as if they
+            // had taken the lock themselves.
+            tcache::remote::absorb_waiting(&mut st, self);
         }
         st
+    }
+
+    /// [`ArenaCore::lock`] for an operation that only moves retained
+    /// buffers of one class between the arena and a thread's cache (a
+    /// refill): the remote stacks stay for the threads whose bins of their
+    /// classes run empty next (`tcache/remotes.rs`). It creates no memory,
+    /// releases none and reads no total, so nothing it does depends on
+    /// frees that wait there.
+    #[inline]
+    pub(crate) fn lock_for_refill(&self) -> StateGuard<'_> {
+        let mut g = self.state.lock();
+        g.stats.locked_operations += 1;
+        StateGuard { g, core: self }
     }
 
     /// Checks a request and serves it warm if a retained buffer fits, cold otherwise.
@@ -1085,7 +1100,7 @@ impl CoreHandle {
                 clock_mirror: core::sync::atomic::AtomicU64::new(0),
                 heap_version: core::sync::atomic::AtomicU64::new(0),
                 state: CachePadded::new(SpinLock::new(ArenaState::new(config))),
-                remote: CachePadded::new(tcache::remote::Remote::default()),
+                remotes: tcache::remotes::Remotes::default(),
                 os: OsCounters::new(),
                 stash: tcache::Stash::new(tcache::STASH_CLASSES),
                 cache_threads: core::sync::atomic::AtomicUsize::new(0),
@@ -1185,7 +1200,7 @@ impl Drop for CoreHandle {
                 st.orphaned = true;
                 // No more remote frees: the ones pushed since this lock
                 // was taken come back now, the later ones through the lock.
-                tcache::remote::absorb(st, core, core.remote.close());
+                tcache::remote::absorb_closing(st, core);
                 st.settle_depot();
                 let e = core.epoch.load(Relaxed);
                 core.epoch.store(tcache::epoch::orphaned(e), Relaxed);

@@ -166,6 +166,13 @@ impl Bin {
         self.len as usize
     }
 
+    /// How many returned buffers [`Bin::push_returned`] would take now:
+    /// the credit, up to the room left.
+    #[inline]
+    pub(crate) fn returnable(&self) -> usize {
+        (self.room - self.len) as usize
+    }
+
     /// How many entries a refill or a flush moves at once: half the bin.
     #[inline]
     pub(crate) fn batch(&self) -> usize {
@@ -339,10 +346,12 @@ mod tests {
     #[test]
     fn a_returned_buffer_needs_a_credit_and_goes_in_at_its_stamp() {
         let mut b = Bin::new(64);
+        assert_eq!(b.returnable(), 0);
         assert!(!b.push_returned(s(5)), "no credit: back to the arena");
         for _ in 0..4 {
             b.note_handed_out();
         }
+        assert_eq!(b.returnable(), 4, "four credits");
         assert!(b.push_freed(s(2)));
         assert!(b.push_freed(s(6)));
         assert!(
@@ -351,7 +360,7 @@ mod tests {
         );
         assert!(b.push_returned(s(1)), "older than every entry");
         assert!(!b.push_returned(s(9)), "four credits, all used");
-        assert_eq!(b.credit(), 0);
+        assert_eq!((b.credit(), b.returnable()), (0, 0));
         let order: Vec<u64> = std::iter::from_fn(|| b.pop()).map(|x| x.stamp).collect();
         assert_eq!(order, vec![6, 4, 2, 1], "newest on top");
     }
@@ -397,6 +406,7 @@ mod tests {
                 }
             }
             assert_eq!((b.len() as u32, b.credit()), (len, credit), "step {step}");
+            assert_eq!(b.returnable() as u32, credit.min(8 - len), "step {step}");
         }
     }
 

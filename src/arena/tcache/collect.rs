@@ -15,52 +15,88 @@
 //! push_returned`): a buffer of a class this cache handed out and has not
 //! had back. That is mimalloc's owner collecting its thread-free list: the
 //! miss is paid by the thread that will write into the buffer next, and
-//! nobody waits for it. What it has no credit or room for goes back to
-//! the arena under the lock, as a lock holder's take would have returned
-//! it ([`remote::absorb`]): a thread does not hoard classes it does not
-//! allocate.
+//! nobody waits for it.
+//!
+//! Since stop 43 the stacks are one per class (`remotes.rs`) and the
+//! thread takes only its requested class's, and reads only as many
+//! buffers as its bin takes (the newest); the older ones go back on the
+//! stack unread (`Remotes::restore`), for the next thread whose bin of the
+//! class runs empty. Before, it took every class at once, read every link
+//! and sent what its bins had no room for back to the arena under the
+//! lock: with two producers, half of all buffers, each read twice (once
+//! on each core) and moved under the lock twice (into the depot, out in a
+//! refill). What it still cannot keep (never, in practice: the class is
+//! its own and the credit was checked) goes back under the lock
+//! ([`remote::absorb`]).
 //!
 //! To the arena a buffer on the stack is live; one collected here is
 //! cached (live to the arena, held by this cache, its free counted by the
 //! cache), exactly as if its user had freed it into this cache. Counters
 //! are stored once for the whole collection.
 
-use super::bin::Slot;
+use super::bin::{Slot, BIN_SLOTS};
 use super::remote::{self, link};
-use super::{Cache, Own};
+use super::{Cache, Class, Own};
 use crate::arena::blocks::NIL;
 use crate::arena::shared::ArenaCore;
 
-/// Takes the arena's remote stack (if any buffer waits) and keeps what
-/// this cache has credit and room for; returns the rest as a chain, newest
-/// first, for [`remote::absorb`] under the lock (0: nothing left). The
-/// caller operates on the arena through a handle (an allocation), so the
-/// stack is open and the buffers stay the arena's while they are walked.
-pub(super) fn collect(core: &ArenaCore, cache: &Cache, o: &mut Own) -> usize {
-    let head = core.remote.take_shared();
+/// Takes the arena's remote stack of class `c` (if any buffer waits) and
+/// keeps its newest buffers, as many as this cache has credit and room
+/// for; puts the older ones back on the stack, unread, for the next thread
+/// whose bin of the class runs empty (`Remotes::restore`). Returns what
+/// it could neither keep nor put back as a chain, newest first, for
+/// [`remote::absorb`] under the lock (0: nothing; in practice always 0).
+/// The caller operates on the arena through a handle (an allocation), so
+/// the stack is open and the buffers stay the arena's while they are
+/// walked.
+pub(super) fn collect(core: &ArenaCore, cache: &Cache, o: &mut Own, c: Class) -> usize {
+    let want = o.bins[c].returnable();
+    if want == 0 {
+        return 0;
+    }
+    let head = core.remotes.take_class(c);
     if head == 0 {
         return 0;
     }
-    // Oldest first, so that the newest ends on top of its bin. Reversing
-    // reads each buffer's link once (the miss), the walk below hits.
-    // SAFETY: taken from the stack (acquire after each push's release);
-    // every pushed buffer carries a link written by `link::write`, and is
-    // the arena's (free, at least 16 bytes) until absorbed or kept.
-    let mut at = unsafe { link::reversed(head, usize::MAX) };
+    // The newest `want` (at most a bin), read in stack order, newest
+    // first: each link read once (the miss this thread pays instead of its
+    // next write into the buffer) and not written, so the line stays
+    // shared until its user writes it. The older ones are not read here.
+    let mut got = [(0usize, 0u64); BIN_SLOTS];
+    let mut n = 0;
+    let mut at = head;
+    while at != 0 && n < want.min(BIN_SLOTS) {
+        // SAFETY: taken from the stack (acquire after each push's release);
+        // every pushed buffer carries a link written by `link::write`, and
+        // is the arena's (free, at least 16 bytes) until absorbed or kept.
+        let (next, stamp) = unsafe { link::read(at) };
+        got[n] = (at, stamp);
+        n += 1;
+        at = next;
+    }
     // What is not kept here, newest first (each joins at the head).
     let mut rest = 0;
+    if at != 0 {
+        rest = core.remotes.restore(c, at, |newer, older| {
+            // SAFETY: `newer` was taken from the stack as `head` was; the
+            // last of its buffers is the arena's to link.
+            unsafe {
+                let (last, stamp) = link::last(newer);
+                link::write(last, older, stamp);
+            }
+            newer
+        });
+    }
+    // Oldest first, so that the newest ends on top of its bin.
     let mut kept = 0u64;
-    while at != 0 {
-        // SAFETY: as above.
-        let (next, stamp) = unsafe { link::read(at) };
-        if keep(core, cache, o, at, stamp) {
+    for &(addr, stamp) in got[..n].iter().rev() {
+        if keep(core, cache, o, addr, stamp) {
             kept += 1;
         } else {
             // SAFETY: as above.
-            unsafe { link::write(at, rest, stamp) };
-            rest = at;
+            unsafe { link::write(addr, rest, stamp) };
+            rest = addr;
         }
-        at = next;
     }
     if kept > 0 {
         cache.counters.add_frees(kept);

@@ -57,6 +57,7 @@ mod make;
 pub(crate) mod remote;
 #[cfg(all(test, not(loom)))]
 mod remote_tests;
+pub(crate) mod remotes;
 pub(crate) mod spare;
 mod stash;
 #[cfg(all(test, not(loom)))]
@@ -1019,6 +1020,20 @@ fn locked<R>(
     r
 }
 
+/// [`locked`] for a refill (`ArenaCore::lock_for_refill`).
+fn locked_refill<R>(
+    core: &ArenaCore,
+    cache: &Cache,
+    o: &mut Own,
+    f: impl FnOnce(&mut ArenaState, &mut Own) -> R,
+) -> R {
+    let mut st = core.lock_for_refill();
+    publish(&mut st, cache, o);
+    let r = f(&mut st, o);
+    cache.store_published(o);
+    r
+}
+
 /// [`free_large_hit`] for a cache without room for the buffer: when it is
 /// above the budget's classes and lent here, the one such buffer the cache
 /// holds goes back to the arena (a cache keeps the one freed last), and
@@ -1474,21 +1489,21 @@ fn allocate_slow(core: &ArenaCore, c: Class) -> Option<Grant> {
     }
     // Buffers other threads freed, kept here against this cache's credits
     // without the lock (`collect.rs`); the rest go back under it.
-    let rest = if core.remote.pending() {
-        collect::collect(core, cache, o)
+    let rest = if core.remotes.waiting(c) {
+        collect::collect(core, cache, o, c)
     } else {
         0
     };
     if let Some(s) = o.bins[c].pop() {
         if rest != 0 {
-            locked(core, cache, o, |st, _| remote::absorb(st, core, rest));
+            locked_refill(core, cache, o, |st, _| remote::absorb(st, core, rest));
         }
         return Some(take(cache, o, s, c));
     }
     // Refill with the class's own retained buffers, newest first: held by
     // the cache as they become live to the arena (one store of the
     // counters for the batch, before the lock is let go).
-    locked(core, cache, o, |st, o| {
+    locked_refill(core, cache, o, |st, o| {
         if rest != 0 {
             remote::absorb(st, core, rest);
         }
@@ -1554,7 +1569,7 @@ pub(crate) fn free_slow(core: &ArenaCore, c: Class, addr: usize, block: u32) -> 
     // SAFETY: this thread's cache; no other borrow of `own` is alive.
     let o = unsafe { cache.own() };
     if !o.bins[c].take_credit() {
-        return free_remote(core, o.bins.get_mut(c), addr, block, stamp(cache));
+        return free_remote(core, c, o.bins.get_mut(c), addr, block, stamp(cache));
     }
     let slot = Slot {
         addr,
@@ -1574,8 +1589,9 @@ pub(crate) fn free_slow(core: &ArenaCore, c: Class, addr: usize, block: u32) -> 
 }
 
 /// A free this cache has no credit for (it did not hand the buffer out):
-/// onto the arena's remote stack (`remote.rs`) for its next lock holder;
-/// `false` when the arena's last handle has closed the stack (the caller
+/// onto the arena's remote stack of its class `c` (`remotes.rs`) for the
+/// next thread whose bin of the class runs empty, or the next lock holder;
+/// `false` when the arena's last handle has closed the stacks (the caller
 /// frees through the lock). Nothing here touches the arena after the push:
 /// it may be gone once the buffer is taken.
 ///
@@ -1585,7 +1601,14 @@ pub(crate) fn free_slow(core: &ArenaCore, c: Class, addr: usize, block: u32) -> 
 /// oldest, and that one goes onto the stack at its own stamp. The cache
 /// holds as many buffers as before.
 #[inline(never)]
-fn free_remote(core: &ArenaCore, bin: Option<&mut Bin>, addr: usize, block: u32, at: u64) -> bool {
+fn free_remote(
+    core: &ArenaCore,
+    c: Class,
+    bin: Option<&mut Bin>,
+    addr: usize,
+    block: u32,
+    at: u64,
+) -> bool {
     let new = Slot {
         addr,
         block,
@@ -1597,7 +1620,7 @@ fn free_remote(core: &ArenaCore, bin: Option<&mut Bin>, addr: usize, block: u32,
     };
     // SAFETY: `out` is a small buffer (at least 16 bytes, 16-aligned) that
     // its user is freeing, or one this cache holds free: ours to write.
-    let pushed = core.remote.push(out.addr, |next| unsafe {
+    let pushed = core.remotes.push(c, out.addr, |next| unsafe {
         remote::link::write(out.addr, next, out.stamp)
     });
     if pushed {

@@ -9,29 +9,36 @@
 //! arena's lock, one acquisition per buffer: with one producer and one
 //! consumer 3.5x mimalloc's time per buffer, with four producers 9.7x.
 //!
-//! Now the buffer is pushed onto the arena's remote stack with one
-//! compare-exchange, its link written into its own first bytes (a small
-//! buffer holds at least 16: the next buffer's address and its free
-//! stamp). Whoever takes the arena's lock next takes the whole stack with
-//! one swap and returns its buffers as a cache's flush would: into the
-//! depot, where the producers' next refill finds them, or into their
-//! classes' free lists at their free stamps ([`absorb`]). A thread whose
-//! bin ran empty takes the stack first, without the lock, and keeps what
-//! it has credit for in its own cache (`collect.rs`). So every locked
-//! operation (a refill, a carve, `stats()`, `trim`, a cap) sees the arena
-//! as if the frees had taken the lock themselves: nothing is stranded in
-//! a thread, and a warm run finds every buffer a cold run freed.
+//! Now the buffer is pushed onto a remote stack of the arena, its class's
+//! (`remotes.rs`), with one compare-exchange, its link written into its
+//! own first bytes (a small buffer holds at least 16: the next buffer's
+//! address and its free stamp). Whoever takes the arena's lock next takes
+//! every stack that holds buffers, one swap each, and returns their
+//! buffers as a cache's flush would: into the depot, where the producers'
+//! next refill finds them, or into their classes' free lists at their free
+//! stamps ([`absorb_waiting`]). A thread whose bin ran empty takes its
+//! class's stack first, without the lock, and keeps what it has credit for
+//! in its own cache (`collect.rs`). So every locked operation (a carve,
+//! `stats()`, `trim`, a cap, a flush) sees the arena as if the frees had
+//! taken the lock themselves: nothing is stranded in a thread, and a warm
+//! run finds every buffer a cold run freed. The one exception is a
+//! cache's refill (`ArenaCore::lock_for_refill`): it moves the class's
+//! retained buffers into the cache and nothing else, and taking every
+//! class's stack there, each link a miss under the lock, took the buffers
+//! from the threads about to collect them (three to six times the locks
+//! in the handoff bench). When a refill finds nothing, the request goes
+//! to the shared path, which takes every stack before it carves.
 //!
-//! Unlike mimalloc's per-page thread-free lists there is one stack per
-//! arena: our buffers belong to the arena, not to a thread, so there is no
-//! owner to message, and the stack's one line is the only shared write.
+//! Unlike mimalloc's per-page thread-free lists the stacks are the
+//! arena's, one per class: our buffers belong to the arena, not to a
+//! thread, so there is no owner to message.
 //!
-//! The arena's last handle closes the stack under the lock ([`Remote::close`]):
-//! a push either lands before the close, and the closer returns it, or
-//! sees the stack closed and frees through the lock as before. A thread
-//! that pushed never touches the arena again for that free (the body may
-//! be gone as soon as the buffer is absorbed). The loom model below checks
-//! the push, the take and the close.
+//! The arena's last handle closes the stacks under the lock
+//! ([`Remote::close`]): a push either lands before the close, and the
+//! closer returns it, or sees the stack closed and frees through the lock
+//! as before. A thread that pushed never touches the arena again for that
+//! free (the body may be gone as soon as the buffer is absorbed). The loom
+//! models below check the push, the take and the close.
 
 use super::bin::Slot;
 use super::SMALL_CLASSES;
@@ -44,6 +51,17 @@ use crate::size_class::capacity;
 use core::sync::atomic::{AtomicUsize, Ordering};
 #[cfg(loom)]
 use loom::sync::atomic::{AtomicUsize, Ordering};
+
+/// What [`Remote::push`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pushed {
+    /// Pushed onto a stack that held buffers already.
+    Onto,
+    /// Pushed onto an empty stack: its first buffer since the last take.
+    First,
+    /// Nothing pushed: the stack is closed.
+    Refused,
+}
 
 /// The stack's head once the arena's last handle has gone: no more pushes.
 const CLOSED: usize = 1;
@@ -62,14 +80,15 @@ impl Default for Remote {
 impl Remote {
     /// Pushes the buffer at `addr` (not 0 or 1: a buffer's address), after
     /// `link` has written the current head into it as its successor (it
-    /// may be called again, with a newer head); `false`, with nothing
-    /// pushed, when the stack is closed.
+    /// may be called again, with a newer head). Says whether the stack was
+    /// empty before ([`Pushed::First`]), or that it is closed and nothing
+    /// was pushed.
     #[inline]
-    pub(crate) fn push(&self, addr: usize, mut link: impl FnMut(usize)) -> bool {
+    pub(crate) fn push(&self, addr: usize, mut link: impl FnMut(usize)) -> Pushed {
         let mut head = self.0.load(Ordering::Relaxed);
         loop {
             if head == CLOSED {
-                return false;
+                return Pushed::Refused;
             }
             link(head);
             // Release: the link and the user's last writes to the buffer
@@ -78,7 +97,8 @@ impl Remote {
                 .0
                 .compare_exchange_weak(head, addr, Ordering::Release, Ordering::Relaxed)
             {
-                Ok(_) => return true,
+                Ok(0) => return Pushed::First,
+                Ok(_) => return Pushed::Onto,
                 Err(now) => head = now,
             }
         }
@@ -124,6 +144,21 @@ impl Remote {
         }
     }
 
+    /// Without the arena's lock: puts back the chain at `chain` (newest
+    /// first, taken with [`Remote::take_shared`]) when the stack is empty;
+    /// otherwise the head found ([`CLOSED`] when closed), and nothing done.
+    pub(crate) fn restore(&self, chain: usize) -> Result<(), usize> {
+        // Release, as a push: the chain's links come before whoever takes it.
+        self.0
+            .compare_exchange(0, chain, Ordering::Release, Ordering::Relaxed)
+            .map(|_| ())
+    }
+
+    /// Whether the arena's last handle has closed the stack.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.0.load(Ordering::Relaxed) == CLOSED
+    }
+
     /// Under the arena's lock, when its last handle goes: every pushed
     /// buffer, as [`Remote::take`] returns them, and no pushes from now on.
     pub(crate) fn close(&self) -> usize {
@@ -164,6 +199,23 @@ pub(crate) mod link {
         unsafe { (p.read() as usize, p.add(1).read()) }
     }
 
+    /// The last buffer of the chain at `head` (not 0), and its stamp.
+    ///
+    /// # Safety
+    /// As for [`read`], for every buffer of the chain, which ends (a buffer
+    /// freed twice would make it a cycle: the caller's contract rules
+    /// that out).
+    pub(crate) unsafe fn last(mut head: usize) -> (usize, u64) {
+        loop {
+            // SAFETY: the caller's contract.
+            let (next, stamp) = unsafe { read(head) };
+            if next == 0 {
+                return (head, stamp);
+            }
+            head = next;
+        }
+    }
+
     /// Reverses the chain that starts at `head` in place (the stack gives
     /// the newest first; the arena takes them oldest first) and returns
     /// its new head. At most `limit` buffers are visited: a longer chain
@@ -187,28 +239,59 @@ pub(crate) mod link {
     }
 }
 
-/// Under the arena's lock: the buffers of the chain at `head` (from
-/// [`Remote::take`] or [`Remote::close`]) come back to the arena, oldest
-/// first, as a cache's flush returns its buffers: into the depot while it
-/// admits them (the next refill of any thread's cache takes them from
-/// there), else into their classes' free lists at their free stamps.
-/// Then the retention cap is enforced, as after any free.
+/// Under the arena's lock: the buffers of the chain at `head` (what a
+/// thread took from its class's stack and did not keep, `collect.rs`)
+/// come back to the arena, as [`absorb_chain`] says; then the retention
+/// cap is enforced, as after any free.
 #[cold]
 #[inline(never)]
 pub(crate) fn absorb(st: &mut ArenaState, core: &ArenaCore, head: usize) {
+    absorb_chain(st, core, head);
+    if st.over_cap() {
+        st.enforce_cap(&core.os);
+    }
+}
+
+/// Under the arena's lock: every remote stack that holds buffers is taken
+/// and its buffers come back to the arena ([`absorb_chain`]); then the
+/// retention cap is enforced. Every lock acquisition calls it while
+/// [`Remotes::pending`](super::remotes::Remotes::pending) says so.
+#[cold]
+#[inline(never)]
+pub(crate) fn absorb_waiting(st: &mut ArenaState, core: &ArenaCore) {
+    core.remotes
+        .take_flagged(|head| absorb_chain(st, core, head));
+    if st.over_cap() {
+        st.enforce_cap(&core.os);
+    }
+}
+
+/// Under the arena's lock, when its last handle goes: closes every remote
+/// stack and brings back what they held ([`absorb_chain`]); later frees
+/// go through the lock.
+pub(crate) fn absorb_closing(st: &mut ArenaState, core: &ArenaCore) {
+    core.remotes.close(|head| absorb_chain(st, core, head));
+    if st.over_cap() {
+        st.enforce_cap(&core.os);
+    }
+}
+
+/// Under the arena's lock: the buffers of the chain at `head` (taken from
+/// a stack) come back to the arena, oldest first, as a cache's flush
+/// returns its buffers: into the depot while it admits them (the next
+/// refill of any thread's cache takes them from there), else into their
+/// classes' free lists at their free stamps.
+fn absorb_chain(st: &mut ArenaState, core: &ArenaCore, head: usize) {
     // A chain longer than the live buffers holds one twice (a buffer freed
     // twice, which the caller's contract rules out): cut there.
-    // SAFETY: the chain was taken from the stack under the lock, and each
-    // of its buffers was pushed with a link (`link::write`).
+    // SAFETY: the chain was taken from a stack, and each of its buffers
+    // was pushed with a link (`link::write`).
     let mut at = unsafe { link::reversed(head, st.stats.live_buffers) };
     while at != 0 {
         // SAFETY: as above.
         let (next, stamp) = unsafe { link::read(at) };
         absorb_one(st, core, at, stamp);
         at = next;
-    }
-    if st.over_cap() {
-        st.enforce_cap(&core.os);
     }
 }
 
@@ -221,7 +304,7 @@ pub(crate) fn pushed_class(core: &ArenaCore, addr: usize) -> Option<usize> {
         .filter(|&c| c < SMALL_CLASSES && run_index::starts_slot(c, addr))
 }
 
-/// One remotely freed buffer back to the arena (see [`absorb`]). Its
+/// One remotely freed buffer back to the arena (see [`absorb_chain`]). Its
 /// class comes from the owner table's run tag, and the address is checked
 /// to start one of the run's slots by arithmetic; its block is not looked
 /// up: the depot keeps it without (`NIL`), as a flush keeps a buffer freed
@@ -268,7 +351,7 @@ mod tests {
 
     fn push(r: &Remote, a: usize, stamp: u64) -> bool {
         // SAFETY: `a` is one of the test's 16-byte buffers.
-        r.push(a, |next| unsafe { link::write(a, next, stamp) })
+        r.push(a, |next| unsafe { link::write(a, next, stamp) }) != Pushed::Refused
     }
 
     /// Chain from `head`, in order: (address, stamp).
@@ -375,6 +458,7 @@ mod loom_tests {
                         let a = 16 * (k + 1);
                         // SAFETY (model): the buffer is this thread's until pushed.
                         r.push(a, |next| l.0[k].with_mut(|p| unsafe { *p = next }))
+                            != Pushed::Refused
                     })
                 })
                 .collect();
@@ -407,7 +491,9 @@ mod loom_tests {
                     for k in 0..2 {
                         let a = 16 * (k + 1);
                         // SAFETY (model): the buffer is this thread's until pushed.
-                        if !r.push(a, |next| l.0[k].with_mut(|p| unsafe { *p = next })) {
+                        if r.push(a, |next| l.0[k].with_mut(|p| unsafe { *p = next }))
+                            == Pushed::Refused
+                        {
                             refused += 1;
                         }
                     }

@@ -1,9 +1,12 @@
-//! Frees on threads that did not allocate the buffer (`remote.rs`): no
-//! lock per free, nothing stranded (every locked operation, `stats()`,
-//! `trim` and the next run see the frees), exact counts, and the last
-//! handle's drop racing a remote free frees the body exactly once.
+//! Frees on threads that did not allocate the buffer (`remote.rs`,
+//! `remotes.rs`, `collect.rs`): no lock per free, nothing stranded (every
+//! locked operation but a refill, `stats()`, `trim` and the next run see
+//! the frees), a collecting thread takes its class's newest and leaves
+//! the rest, exact counts, and the last handle's drop racing a remote free
+//! frees the body exactly once.
 
 use crate::arena::shared::destroyed;
+use crate::size_class::class_of_classed;
 use crate::{Allocation, ArenaConfig, ExecutionArena};
 use std::sync::{Arc, Barrier};
 
@@ -162,7 +165,7 @@ fn the_last_handle_takes_the_pending_frees_and_frees_the_body_once() {
     std::thread::scope(|s| {
         s.spawn(move || drop(bufs));
     });
-    assert!(a.core.remote.pending(), "the frees wait on the stack");
+    assert!(a.core.remotes.pending(), "the frees wait on the stack");
     drop(a);
     assert_eq!(destroyed::count(id), 1, "freed at the last handle's drop");
 }
@@ -257,12 +260,12 @@ fn a_thread_whose_bin_runs_empty_takes_the_remote_frees_without_the_lock() {
     let mut addrs: Vec<*const u8> = first.iter().map(Allocation::as_ptr).collect();
     let before = a.stats();
     consumer.free(first);
-    assert!(a.core.remote.pending(), "the frees wait on the stack");
+    assert!(a.core.remotes.pending(), "the frees wait on the stack");
     // The bin of 200 B is empty: the first allocation takes the stack
     // (this thread handed those buffers out, so it has the credit) and
     // every one is served from the bin.
     let again = produce(&a, &sz);
-    assert!(!a.core.remote.pending(), "taken without the lock");
+    assert!(!a.core.remotes.pending(), "taken without the lock");
     let s = a.stats();
     // `stats()` is the one locked operation (before: a refill or more).
     assert_eq!(s.locked_operations, before.locked_operations + 1);
@@ -297,11 +300,14 @@ fn remote_frees_of_a_class_a_thread_did_not_hand_out_go_back_to_the_arena() {
     let before = a.stats();
     consumer.free(other);
     consumer.free(mine);
-    // 200 B: taken from the stack into this thread's bin; 3000 B: no
-    // credit here, so back to the arena (under the lock), not hoarded.
+    // 200 B: taken from their stack into this thread's bin; 3000 B: no
+    // credit here, and not this thread's class: left on their own stack,
+    // not hoarded, for the next lock holder (here `stats()`).
     let again = produce(&a, &vec![200; n]);
-    assert!(!a.core.remote.pending());
+    assert!(!a.core.remotes.waiting(class_of_classed(200)));
+    assert!(a.core.remotes.waiting(class_of_classed(3000)));
     let s = a.stats();
+    assert!(!a.core.remotes.pending(), "a lock holder takes every stack");
     assert_eq!(s.live_buffers, n);
     assert_eq!(s.frees, before.frees + 2 * n as u64);
     assert_eq!(s.retained_buffers, before.retained_buffers + n);
@@ -322,4 +328,79 @@ fn remote_frees_of_a_class_a_thread_did_not_hand_out_go_back_to_the_arena() {
     let s = a.stats();
     assert_eq!((s.live_bytes, s.live_buffers), (0, 0));
     assert_eq!(a.check_invariants(), Ok(()));
+}
+
+#[test]
+fn a_collecting_thread_keeps_its_classs_newest_and_leaves_the_older_on_the_stack() {
+    let a = arena();
+    let consumer = Consumer::start(&a);
+    // A bin of 200 B holds 32; this thread hands out twice that.
+    let c = class_of_classed(200);
+    let room = super::bin::limit_for(crate::size_class::capacity(c)) as usize;
+    let first = produce(&a, &vec![200; 2 * room]);
+    let freed: Vec<*const u8> = first.iter().map(Allocation::as_ptr).collect();
+    let before = a.stats();
+    consumer.free(first); // in this order: the last is the newest
+    assert!(a.core.remotes.waiting(c));
+    // The first allocation finds the bin empty and collects: the `room`
+    // newest, read; the older ones put back on the stack, unread.
+    let kept = produce(&a, &vec![200; room]);
+    let got: Vec<*const u8> = kept.iter().map(Allocation::as_ptr).collect();
+    let newest_first: Vec<*const u8> = freed[room..].iter().rev().copied().collect();
+    assert_eq!(got, newest_first, "the newest, newest first");
+    assert!(
+        a.core.remotes.waiting(c),
+        "the older ones wait on the stack"
+    );
+    let s = a.stats();
+    // `stats()` is the one locked operation since, and it took the others.
+    assert_eq!(s.locked_operations, before.locked_operations + 1);
+    assert!(!a.core.remotes.waiting(c));
+    assert_eq!(s.live_buffers, room);
+    assert_eq!(s.retained_buffers, before.retained_buffers + room);
+    assert_eq!(s.frees, before.frees + 2 * room as u64);
+    assert_eq!(a.check_invariants(), Ok(()));
+    // The older ones serve the next requests of the class: warm, no new one.
+    let rest = produce(&a, &vec![200; room]);
+    assert!(rest.iter().all(Allocation::served_warm));
+    assert_eq!(a.stats().cold_allocations, before.cold_allocations);
+    consumer.free(kept);
+    consumer.free(rest);
+    consumer.stop();
+    let s = a.stats();
+    assert_eq!((s.live_bytes, s.live_buffers), (0, 0));
+    assert_eq!(a.check_invariants(), Ok(()));
+}
+
+#[test]
+fn a_refill_leaves_other_classes_remote_frees_and_stats_still_sees_them() {
+    let a = arena();
+    let consumer = Consumer::start(&a);
+    let n = if cfg!(miri) { 4 } else { 12 };
+    // 1000 B buffers retained by the arena itself: allocated and freed
+    // with caching off (under a small cap), so this thread's bin is empty.
+    a.set_retention_cap(1 << 20);
+    drop(produce(&a, &vec![1000; n]));
+    a.set_retention_cap(usize::MAX);
+    let mine = produce(&a, &vec![200; n]);
+    let before = a.stats();
+    consumer.free(mine);
+    let c200 = class_of_classed(200);
+    assert!(a.core.remotes.waiting(c200));
+    // The 1000 B allocation refills its bin under the lock from the
+    // arena's retained buffers, and leaves the 200 B stack alone.
+    let x = a.allocate(1000, 16).unwrap();
+    assert!(x.served_warm());
+    assert!(a.core.remotes.waiting(c200), "the refill left them");
+    let s = a.stats();
+    assert_eq!(s.cold_allocations, before.cold_allocations);
+    // ...which `stats()` (a full lock) took: exact counts.
+    assert!(!a.core.remotes.pending());
+    assert_eq!(s.live_buffers, 1, "only the 1000 B buffer is live");
+    assert_eq!(s.frees, before.frees + n as u64);
+    assert_eq!(s.retained_buffers, before.retained_buffers - 1 + n);
+    assert_eq!(a.check_invariants(), Ok(()));
+    drop(x);
+    consumer.stop();
+    assert_eq!(a.stats().live_buffers, 0);
 }
