@@ -1013,21 +1013,28 @@ fn locked<R>(
     o: &mut Own,
     f: impl FnOnce(&mut ArenaState, &mut Own) -> R,
 ) -> R {
-    let mut st = core.lock();
-    publish(&mut st, cache, o);
-    let r = f(&mut st, o);
-    cache.store_published(o);
-    r
+    framed(core.lock(), cache, o, f)
 }
 
-/// [`locked`] for a refill (`ArenaCore::lock_for_refill`).
+/// [`locked`] for a refill (`ArenaCore::lock_for_refill`: the remote
+/// stacks stay for their collectors).
 fn locked_refill<R>(
     core: &ArenaCore,
     cache: &Cache,
     o: &mut Own,
     f: impl FnOnce(&mut ArenaState, &mut Own) -> R,
 ) -> R {
-    let mut st = core.lock_for_refill();
+    framed(core.lock_for_refill(), cache, o, f)
+}
+
+/// The frame of [`locked`] around `f`, on the state `st` holds locked.
+#[inline(always)]
+fn framed<R>(
+    mut st: crate::arena::shared::StateGuard<'_>,
+    cache: &Cache,
+    o: &mut Own,
+    f: impl FnOnce(&mut ArenaState, &mut Own) -> R,
+) -> R {
     publish(&mut st, cache, o);
     let r = f(&mut st, o);
     cache.store_published(o);

@@ -420,18 +420,25 @@ mod tests {
 }
 
 #[cfg(all(test, loom))]
-mod loom_tests {
+pub(crate) mod loom_tests {
     use super::*;
     use loom::cell::UnsafeCell;
     use loom::sync::Arc;
     use loom::thread;
 
-    /// Two buffers' first words (their links), tracked by loom.
-    struct Links([UnsafeCell<usize>; 2]);
+    /// `N` buffers' first words (their links), tracked by loom (addresses
+    /// 16, 32, ... stand for the buffers; index = addr / 16 - 1).
+    pub(crate) struct Links<const N: usize>(pub(crate) [UnsafeCell<usize>; N]);
 
-    /// How many buffers the chain at `head` holds (addresses 16 and 32
-    /// stand for the buffers; index = addr / 16 - 1).
-    fn walk(links: &Links, mut head: usize) -> usize {
+    impl<const N: usize> Links<N> {
+        /// Every link 0.
+        pub(crate) fn new() -> Self {
+            Links(core::array::from_fn(|_| UnsafeCell::new(0)))
+        }
+    }
+
+    /// How many buffers the chain at `head` holds.
+    pub(crate) fn walk<const N: usize>(links: &Links<N>, mut head: usize) -> usize {
         let mut n = 0;
         while head != 0 {
             // SAFETY (model): taken after the push's release.
@@ -449,7 +456,7 @@ mod loom_tests {
     fn loom_every_remote_free_comes_back_exactly_once() {
         crate::sync::loom_model(3, || {
             let remote = Arc::new(Remote::default());
-            let links = Arc::new(Links([UnsafeCell::new(0), UnsafeCell::new(0)]));
+            let links = Arc::new(Links::<2>::new());
             // Addresses 16 and 32 stand for the buffers; index = addr / 16 - 1.
             let pushers: Vec<_> = (0..2)
                 .map(|k| {
@@ -483,7 +490,7 @@ mod loom_tests {
     fn loom_a_take_without_the_lock_and_the_close_share_every_free_once() {
         crate::sync::loom_model(3, || {
             let remote = Arc::new(Remote::default());
-            let links = Arc::new(Links([UnsafeCell::new(0), UnsafeCell::new(0)]));
+            let links = Arc::new(Links::<2>::new());
             let pusher = {
                 let (r, l) = (Arc::clone(&remote), Arc::clone(&links));
                 thread::spawn(move || {

@@ -253,20 +253,16 @@ mod tests {
 
 #[cfg(all(test, loom))]
 mod loom_tests {
+    use super::super::remote::loom_tests::walk;
     use super::*;
-    use loom::cell::UnsafeCell;
     use loom::sync::Arc;
     use loom::thread;
 
-    /// Buffers' links (addresses 16, 32, 48; index = addr / 16 - 1).
-    struct Links([UnsafeCell<usize>; 3]);
+    /// Three buffers' links (addresses 16, 32, 48).
+    type Links = super::super::remote::loom_tests::Links<3>;
 
     fn links() -> Arc<Links> {
-        Arc::new(Links([
-            UnsafeCell::new(0),
-            UnsafeCell::new(0),
-            UnsafeCell::new(0),
-        ]))
+        Arc::new(Links::new())
     }
 
     fn push(r: &Remotes, l: &Links, c: usize, a: usize) -> bool {
@@ -274,16 +270,6 @@ mod loom_tests {
         r.push(c, a, |next| {
             l.0[a / 16 - 1].with_mut(|p| unsafe { *p = next })
         })
-    }
-
-    fn walk(links: &Links, mut head: usize) -> usize {
-        let mut n = 0;
-        while head != 0 {
-            // SAFETY (model): taken after the push's release.
-            head = links.0[head / 16 - 1].with(|p| unsafe { *p });
-            n += 1;
-        }
-        n
     }
 
     /// A thread frees two buffers of one class while a second takes that
