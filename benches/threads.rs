@@ -241,7 +241,7 @@ fn beside_lock(c: &mut Criterion) {
 /// `HANDOFF_ROUNDS` rounds of 200 batches per producer, the back ends
 /// taking turns (rotating who goes first), so that a slow second on this
 /// shared VM falls on all of them alike (criterion times each in a block
-/// of its own; see `common/rounds.rs`). µs per batch of 64.
+/// of its own; `common/rounds.rs`). µs per batch of 64.
 fn handoff_rounds(arena: &ExecutionArena) {
     const HANDOFF_ROUNDS: usize = 25;
     println!(
@@ -250,18 +250,15 @@ fn handoff_rounds(arena: &ExecutionArena) {
     println!("| producers | warmarena | mimalloc | system | warmarena / mimalloc |");
     println!("|---:|---:|---:|---:|---:|");
     for n in [1usize, 2, 4] {
-        let mut best = [f64::MAX; 3];
-        for r in 0..HANDOFF_ROUNDS {
-            for k in 0..3 {
-                let v = (r + k) % 3;
-                let t = match v {
-                    0 => handoff(arena, n, 200),
-                    1 => handoff(&Mi, n, 200),
-                    _ => handoff(&Global, n, 200),
-                };
-                best[v] = best[v].min(t.as_secs_f64() * 1e6 / (n * 200) as f64);
-            }
-        }
+        let per_batch = |t: Duration| t.as_secs_f64() * 1e6 / (n * 200) as f64;
+        let best = rounds::fastest_turns(
+            &[
+                &|| per_batch(handoff(arena, n, 200)),
+                &|| per_batch(handoff(&Mi, n, 200)),
+                &|| per_batch(handoff(&Global, n, 200)),
+            ],
+            HANDOFF_ROUNDS,
+        );
         println!(
             "| {n} | {:.2} | {:.2} | {:.2} | {:.2}x |",
             best[0],
@@ -271,6 +268,10 @@ fn handoff_rounds(arena: &ExecutionArena) {
         );
     }
 }
+
+#[path = "common/rounds.rs"]
+#[allow(dead_code)] // only `fastest_turns` is used here
+mod rounds;
 
 /// A raw buffer sent to another thread (the bench's own pointers).
 struct Sent(NonNull<u8>, Layout);

@@ -188,10 +188,7 @@ pub(crate) fn cached_class_of_layout(size: usize, align: usize) -> Option<Class>
 impl ArenaCore {
     #[inline]
     pub(crate) fn lock(&self) -> StateGuard<'_> {
-        let mut g = self.state.lock();
-        // Plain arithmetic on a line the lock holder owns now.
-        g.stats.locked_operations += 1;
-        let mut st = StateGuard { g, core: self };
+        let mut st = self.lock_for_refill();
         if self.remotes.pending() {
             // Other threads' frees first: every locked operation (but a
             // cache's refill, `lock_for_refill`) sees the arena as if they
@@ -210,6 +207,7 @@ impl ArenaCore {
     #[inline]
     pub(crate) fn lock_for_refill(&self) -> StateGuard<'_> {
         let mut g = self.state.lock();
+        // Plain arithmetic on a line the lock holder owns now.
         g.stats.locked_operations += 1;
         StateGuard { g, core: self }
     }

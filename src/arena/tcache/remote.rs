@@ -52,7 +52,8 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 #[cfg(loom)]
 use loom::sync::atomic::{AtomicUsize, Ordering};
 
-/// What [`Remote::push`] did.
+/// What [`Remote::push`] did; also what [`Remote::restore`] found, where
+/// `Onto` means the stack held newer buffers and nothing was done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Pushed {
     /// Pushed onto a stack that held buffers already.
@@ -145,18 +146,20 @@ impl Remote {
     }
 
     /// Without the arena's lock: puts back the chain at `chain` (newest
-    /// first, taken with [`Remote::take_shared`]) when the stack is empty;
-    /// otherwise the head found ([`CLOSED`] when closed), and nothing done.
-    pub(crate) fn restore(&self, chain: usize) -> Result<(), usize> {
+    /// first, taken with [`Remote::take_shared`]) when the stack is empty
+    /// ([`Pushed::First`]); otherwise nothing is done, and the stack either
+    /// holds newer pushes ([`Pushed::Onto`]: take them and try again) or is
+    /// closed ([`Pushed::Refused`]).
+    pub(crate) fn restore(&self, chain: usize) -> Pushed {
         // Release, as a push: the chain's links come before whoever takes it.
-        self.0
+        match self
+            .0
             .compare_exchange(0, chain, Ordering::Release, Ordering::Relaxed)
-            .map(|_| ())
-    }
-
-    /// Whether the arena's last handle has closed the stack.
-    pub(crate) fn is_closed(&self) -> bool {
-        self.0.load(Ordering::Relaxed) == CLOSED
+        {
+            Ok(_) => Pushed::First,
+            Err(CLOSED) => Pushed::Refused,
+            Err(_) => Pushed::Onto,
+        }
     }
 
     /// Under the arena's lock, when its last handle goes: every pushed
@@ -247,9 +250,7 @@ pub(crate) mod link {
 #[inline(never)]
 pub(crate) fn absorb(st: &mut ArenaState, core: &ArenaCore, head: usize) {
     absorb_chain(st, core, head);
-    if st.over_cap() {
-        st.enforce_cap(&core.os);
-    }
+    cap_after_absorbing(st, core);
 }
 
 /// Under the arena's lock: every remote stack that holds buffers is taken
@@ -261,9 +262,7 @@ pub(crate) fn absorb(st: &mut ArenaState, core: &ArenaCore, head: usize) {
 pub(crate) fn absorb_waiting(st: &mut ArenaState, core: &ArenaCore) {
     core.remotes
         .take_flagged(|head| absorb_chain(st, core, head));
-    if st.over_cap() {
-        st.enforce_cap(&core.os);
-    }
+    cap_after_absorbing(st, core);
 }
 
 /// Under the arena's lock, when its last handle goes: closes every remote
@@ -271,6 +270,12 @@ pub(crate) fn absorb_waiting(st: &mut ArenaState, core: &ArenaCore) {
 /// go through the lock.
 pub(crate) fn absorb_closing(st: &mut ArenaState, core: &ArenaCore) {
     core.remotes.close(|head| absorb_chain(st, core, head));
+    cap_after_absorbing(st, core);
+}
+
+/// The retention cap, enforced after absorbed buffers became retained,
+/// as after any free.
+fn cap_after_absorbing(st: &mut ArenaState, core: &ArenaCore) {
     if st.over_cap() {
         st.enforce_cap(&core.os);
     }

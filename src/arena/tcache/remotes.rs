@@ -143,14 +143,14 @@ impl Remotes {
         };
         loop {
             match stack.0.restore(chain) {
-                Ok(()) => {
+                Pushed::First => {
                     let (w, bit) = flag_of(c);
                     // Release, as after a push onto an empty stack.
                     self.flags.0[w].fetch_or(bit, Ordering::Release);
                     return 0;
                 }
-                Err(_) if stack.0.is_closed() => return chain,
-                Err(_) => {
+                Pushed::Refused => return chain,
+                Pushed::Onto => {
                     let newer = self.take_class(c);
                     if newer != 0 {
                         chain = join(newer, chain);
