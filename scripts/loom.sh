@@ -5,6 +5,8 @@
 #                              (real IoLease / ArenaCore / CoreHandle code)
 #   src/scratch/loom_tests.rs  claim / grow / release / trim (real Slot)
 #   src/arena/owners_loom.rs   owner-by-address table (extracted core)
+#   src/sync.rs                the arena lock (a release never leaves a
+#                              waiter asleep; the futex modelled)
 #   src/arena/tcache/*.rs      epoch (trim, orphaning), link (who frees a
 #                              cache), claim (a cache's offered buffer),
 #                              remote (the remote-free stack: push, take,

@@ -3,12 +3,14 @@
 //! made once.
 //!
 //! [`SpinLock`] is the arena lock: critical sections are a few list and
-//! bitmap operations (tens of nanoseconds), so a lock whose release is a
-//! plain store (and one load of a waiter count) beats a futex mutex, whose
-//! release is a second atomic read-modify-write. Waiters spin a bounded
-//! number of times, then park on a futex: a holder preempted in its
-//! critical section (more threads than cores) no longer makes every waiter
-//! burn its time slices spinning or yielding.
+//! bitmap operations (tens of nanoseconds), so waiters spin first, a bounded
+//! number of times, then sleep on a futex: a holder preempted in its
+//! critical section (more threads than cores) does not make every waiter
+//! burn its time slices spinning or yielding. Its word records whether a
+//! thread may be asleep, and a release reads and frees it in one swap, so a
+//! release never misses a sleeper (an earlier version freed the word with a
+//! plain store after reading a separate waiter count, and a waiter that
+//! announced itself in between slept until a 1 ms timeout).
 
 /// The atomics lock-free structures use (`arena::owners`), in one place so a
 /// later `loom` model can swap them.
@@ -36,25 +38,35 @@ use crossbeam_utils::Backoff;
 #[cfg(loom)]
 use loom::sync::atomic::{AtomicU32, Ordering};
 
-/// A test-and-test-and-set lock: a bounded spin, then parking on a futex.
+/// The lock word: free.
+const FREE: u32 = 0;
+/// The lock word: held, and no thread sleeps on it.
+const HELD: u32 = 1;
+/// The lock word: held, and a thread may sleep on it (its release wakes one).
+const CONTENDED: u32 = 2;
+
+/// A lock that waiters spin on for a bounded time, then sleep on (a futex).
+///
+/// The word says whether anyone may be asleep: a waiter that gives up
+/// spinning swaps in [`CONTENDED`] before it sleeps, and sleeps only while
+/// the word still reads [`CONTENDED`] (the kernel compares and queues in one
+/// step). A release swaps in [`FREE`] and so learns, in the same atomic step,
+/// whether to wake a sleeper: no sleeper can slip in between reading the
+/// word and freeing it, so none is ever left asleep on a free lock.
 pub(crate) struct SpinLock<T> {
-    /// 1 while held (a `u32`: the futex word waiters sleep on).
-    locked: AtomicU32,
-    /// Threads parked or about to park: a release wakes one when non-zero.
-    #[cfg_attr(loom, allow(dead_code))]
-    waiters: AtomicU32,
+    /// [`FREE`], [`HELD`] or [`CONTENDED`] (a `u32`: the futex word).
+    state: AtomicU32,
+    /// Under loom, the kernel's futex queue: sleepers wait on `wakeup`
+    /// after comparing the word under `queue`, as the kernel compares
+    /// under its bucket lock.
+    #[cfg(loom)]
+    queue: loom::sync::Mutex<()>,
+    #[cfg(loom)]
+    wakeup: loom::sync::Condvar,
     value: UnsafeCell<T>,
 }
 
-/// The longest a parked waiter sleeps before it looks again. A release
-/// whose load of `waiters` overtook its own store (a store-load reordering
-/// the release does not fence against, to stay a plain store) can miss a
-/// waiter that was just parking; the waiter then wakes by itself after
-/// this bound instead of sleeping forever.
-#[cfg(not(loom))]
-const PARK_TIMEOUT_NS: i64 = 1_000_000;
-
-/// How many times waiters parked (for the tests that check parking).
+/// How many times waiters went to sleep (for the tests that check parking).
 #[cfg(all(test, not(loom)))]
 pub(crate) static PARKS: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
 
@@ -69,26 +81,26 @@ impl<T> SpinLock<T> {
     #[cfg(not(loom))]
     pub(crate) const fn new(value: T) -> Self {
         SpinLock {
-            locked: AtomicU32::new(0),
-            waiters: AtomicU32::new(0),
+            state: AtomicU32::new(FREE),
             value: UnsafeCell::new(value),
         }
     }
 
-    /// Under loom the flag is a loom atomic, whose constructor is not `const`.
+    /// Under loom the word is a loom atomic, whose constructor is not `const`.
     #[cfg(loom)]
     pub(crate) fn new(value: T) -> Self {
         SpinLock {
-            locked: AtomicU32::new(0),
-            waiters: AtomicU32::new(0),
+            state: AtomicU32::new(FREE),
+            queue: loom::sync::Mutex::new(()),
+            wakeup: loom::sync::Condvar::new(),
             value: UnsafeCell::new(value),
         }
     }
 
     #[inline(always)]
     fn try_acquire(&self) -> bool {
-        self.locked
-            .compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
+        self.state
+            .compare_exchange_weak(FREE, HELD, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
     }
 
@@ -101,67 +113,84 @@ impl<T> SpinLock<T> {
         SpinGuard { lock: self }
     }
 
-    /// Under loom a waiter yields to the model's scheduler at every turn.
-    #[cfg(loom)]
+    /// Spins while the lock is held and nobody sleeps on it, then marks it
+    /// contended and sleeps until a release wakes this thread, as often as
+    /// it takes. A thread that takes the lock after sleeping keeps the word
+    /// [`CONTENDED`] (others may still sleep), so its release wakes the next.
     #[cold]
     fn lock_slow(&self) {
-        while !self.try_acquire() {
-            loom::thread::yield_now();
+        let mut seen = self.spin();
+        if seen == FREE && self.try_acquire() {
+            return;
         }
-    }
-
-    /// Spins while the backoff allows (about a hundred pauses), then parks
-    /// until a release wakes it (or `PARK_TIMEOUT_NS` passes).
-    #[cfg(not(loom))]
-    #[cold]
-    fn lock_slow(&self) {
-        let backoff = Backoff::new();
         loop {
-            while self.locked.load(Ordering::Relaxed) != 0 {
-                if backoff.is_completed() {
-                    self.park();
-                } else {
-                    backoff.snooze();
-                }
-            }
-            if self.try_acquire() {
+            if seen != CONTENDED && self.state.swap(CONTENDED, Ordering::Acquire) == FREE {
                 return;
             }
+            self.sleep_while_contended();
+            seen = self.spin();
         }
     }
 
-    /// Sleeps while the lock is held, announced in `waiters` first.
+    /// Waits while the word reads [`HELD`], a bounded number of rounds
+    /// (about a hundred pauses, then a few yields to a holder that may be
+    /// preempted), and returns the word as last read.
+    #[cfg(not(loom))]
+    fn spin(&self) -> u32 {
+        let backoff = Backoff::new();
+        loop {
+            let seen = self.state.load(Ordering::Relaxed);
+            if seen != HELD || backoff.is_completed() {
+                return seen;
+            }
+            backoff.snooze();
+        }
+    }
+
+    /// Under loom one yield to the model's scheduler stands for the spin.
+    #[cfg(loom)]
+    fn spin(&self) -> u32 {
+        loom::thread::yield_now();
+        self.state.load(Ordering::Relaxed)
+    }
+
+    /// Sleeps while the word reads [`CONTENDED`] (returns at once when it
+    /// does not, or on a spurious wake; the caller looks again).
     #[cfg(not(loom))]
     #[cold]
-    fn park(&self) {
-        self.waiters.fetch_add(1, Ordering::SeqCst);
-        if self.locked.load(Ordering::SeqCst) != 0 {
-            #[cfg(test)]
-            PARKS.fetch_add(1, Ordering::Relaxed);
-            futex_wait(&self.locked, 1, PARK_TIMEOUT_NS);
-        }
-        self.waiters.fetch_sub(1, Ordering::SeqCst);
+    fn sleep_while_contended(&self) {
+        #[cfg(test)]
+        PARKS.fetch_add(1, Ordering::Relaxed);
+        futex_wait(&self.state, CONTENDED);
     }
 
-    /// Lets go of the lock and wakes one parked waiter, if any announced
-    /// itself. The waiter count is read *before* the release: once the
-    /// lock is free, another thread may take it and free the memory it
-    /// lives in (an arena's last one out destroys the body that holds its
-    /// lock), so nothing after the release store touches the lock but the
-    /// wake, which passes the word's address to the kernel as a key. A
-    /// waiter that announces itself between the read and the store sleeps
-    /// until `PARK_TIMEOUT_NS`, as one did before when the release's store
-    /// and load were reordered.
+    /// The loom model of the futex: compare and queue under `queue`.
+    #[cfg(loom)]
+    fn sleep_while_contended(&self) {
+        let queued = self.queue.lock().expect("the model's futex queue");
+        if self.state.load(Ordering::SeqCst) == CONTENDED {
+            drop(self.wakeup.wait(queued).expect("the model's futex queue"));
+        }
+    }
+
+    /// Lets go of the lock and, when the word said a thread may sleep on
+    /// it, wakes one. The swap reads and frees the word in one step, and
+    /// nothing after it touches the lock but the wake, which passes the
+    /// word's address to the kernel as a key: once the lock is free,
+    /// another thread may take it and free the memory it lives in (an
+    /// arena's last one out destroys the body that holds its lock).
     #[inline(always)]
     fn release(&self) {
         #[cfg(not(loom))]
-        let waiting = self.waiters.load(Ordering::Relaxed) != 0;
-        #[cfg(not(loom))]
-        let word = self.locked.as_ptr();
-        self.locked.store(0, Ordering::Release);
-        #[cfg(not(loom))]
-        if waiting {
+        let word = self.state.as_ptr();
+        if self.state.swap(FREE, Ordering::Release) == CONTENDED {
+            #[cfg(not(loom))]
             futex_wake(word);
+            #[cfg(loom)]
+            {
+                let _queued = self.queue.lock().expect("the model's futex queue");
+                self.wakeup.notify_one();
+            }
         }
     }
 
@@ -198,33 +227,28 @@ impl<T> Drop for SpinGuard<'_, T> {
     }
 }
 
-/// Sleeps while `word` holds `expected`, at most `timeout_ns` (Linux futex;
-/// elsewhere, and under Miri, a yield stands in for it).
+/// Sleeps while `word` holds `expected` (Linux futex, no timeout: every
+/// release that may leave a sleeper wakes one; elsewhere, and under Miri, a
+/// yield stands in for it).
 #[cfg(not(loom))]
-fn futex_wait(word: &AtomicU32, expected: u32, timeout_ns: i64) {
+fn futex_wait(word: &AtomicU32, expected: u32) {
     #[cfg(all(target_os = "linux", not(miri)))]
-    {
-        let ts = libc::timespec {
-            tv_sec: timeout_ns / 1_000_000_000,
-            tv_nsec: timeout_ns % 1_000_000_000,
-        };
-        // SAFETY: `word` is a live, aligned 32-bit atomic for the call; the
-        // kernel only reads it and compares it with `expected`; `ts` lives
-        // for the call. Any error (EAGAIN: the value changed; EINTR;
-        // ETIMEDOUT) just returns to the caller's loop.
-        unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                word.as_ptr(),
-                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-                expected,
-                &ts as *const libc::timespec,
-            )
-        };
-    }
+    // SAFETY: `word` is a live, aligned 32-bit atomic for the call; the
+    // kernel only reads it and compares it with `expected`; a null timeout
+    // is allowed. Any error (EAGAIN: the value changed; EINTR) just returns
+    // to the caller's loop.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            expected,
+            core::ptr::null::<libc::timespec>(),
+        )
+    };
     #[cfg(not(all(target_os = "linux", not(miri))))]
     {
-        let _ = (word, expected, timeout_ns);
+        let _ = (word, expected);
         std::thread::yield_now();
     }
 }
@@ -328,5 +352,73 @@ mod tests {
         });
         assert_eq!(*lock.lock(), waiters);
         assert!(PARKS.load(Ordering::Relaxed) > before, "no waiter parked");
+    }
+
+    /// Many waiters on two cores, holders that sometimes stay long enough
+    /// for others to sleep: every thread finishes. Sleeps have no timeout,
+    /// so a sleeper that is never woken stays asleep for good, and the
+    /// watchdog turns that hang into a failure. This checks the real futex
+    /// calls (a release that does not wake, or wakes the wrong word, fails
+    /// it); the race between a release and a thread going to sleep is the
+    /// loom model's (`loom_no_waiter_sleeps_on_a_free_lock`).
+    #[cfg(not(loom))]
+    #[test]
+    fn no_waiter_is_left_asleep_on_a_free_lock() {
+        let threads = if cfg!(miri) { 3 } else { 8 };
+        let rounds = if cfg!(miri) { 20 } else { 4_000 };
+        let lock = std::sync::Arc::new(SpinLock::new(0usize));
+        let before = PARKS.load(Ordering::Relaxed);
+        let (done, finished) = std::sync::mpsc::channel();
+        for t in 0..threads {
+            let lock = std::sync::Arc::clone(&lock);
+            let done = done.clone();
+            std::thread::spawn(move || {
+                for r in 0..rounds {
+                    let mut g = lock.lock();
+                    *g += 1;
+                    if (r + t) % 64 == 0 {
+                        // Long enough for the spinners to give up and sleep.
+                        std::thread::sleep(std::time::Duration::from_micros(50));
+                    }
+                }
+                done.send(()).expect("the test is waiting");
+            });
+        }
+        for _ in 0..threads {
+            finished
+                .recv_timeout(std::time::Duration::from_secs(120))
+                .expect("a waiter slept on a free lock (no thread finished in 120 s)");
+        }
+        assert_eq!(*lock.lock(), threads * rounds);
+        assert!(
+            PARKS.load(Ordering::Relaxed) > before,
+            "no waiter slept: the test did not reach the sleeping path"
+        );
+    }
+
+    /// Every interleaving of three threads taking the lock once, with the
+    /// futex modelled (compare and queue in one step, as the kernel does):
+    /// loom reports a deadlock if any release can leave a waiter asleep on
+    /// a free lock. A release that reads the word and then stores `FREE`
+    /// (two steps) fails this model.
+    #[cfg(loom)]
+    #[test]
+    fn loom_no_waiter_sleeps_on_a_free_lock() {
+        use loom::sync::Arc;
+        loom_model(3, || {
+            let lock = Arc::new(SpinLock::new(0u32));
+            let others: Vec<_> = (0..2)
+                .map(|_| {
+                    let lock = Arc::clone(&lock);
+                    loom::thread::spawn(move || *lock.lock() += 1)
+                })
+                .collect();
+            *lock.lock() += 1;
+            for t in others {
+                t.join().expect("a waiter");
+            }
+            assert_eq!(*lock.lock(), 3);
+            assert_eq!(lock.state.load(Ordering::Relaxed), FREE);
+        });
     }
 }

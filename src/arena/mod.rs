@@ -9,7 +9,7 @@
 //! retention cap bounds what is kept; `trim` gives it all back.
 //!
 //! The warm path is short enough to inline into the caller: a range check
-//! on the request, the lock (one atomic, released by a plain store), the
+//! on the request, the lock (one atomic each way), the
 //! newest buffer of the request's own class (a hot slot: no list
 //! relinking when a buffer is freed and its class asked for again), and
 //! live-byte counters; retained bytes and warm counts are derived when
