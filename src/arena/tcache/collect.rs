@@ -35,6 +35,7 @@
 //! are stored once for the whole collection.
 
 use super::bin::{Slot, BIN_SLOTS};
+use super::hints;
 use super::remote::{self, link};
 use super::{Cache, Class, Own};
 use crate::arena::blocks::NIL;
@@ -65,11 +66,16 @@ pub(super) fn collect(core: &ArenaCore, cache: &Cache, o: &mut Own, c: Class) ->
     let mut got = [(0usize, 0u64); BIN_SLOTS];
     let mut n = 0;
     let mut at = head;
-    while at != 0 && n < want.min(BIN_SLOTS) {
+    let limit = want.min(BIN_SLOTS);
+    let h = hints::count(c);
+    while at != 0 && n < limit {
         // SAFETY: taken from the stack (acquire after each push's release);
         // every pushed buffer carries a link written by `link::write`, and
         // is the arena's (free, at least 16 bytes) until absorbed or kept.
         let (next, stamp) = unsafe { link::read(at) };
+        // SAFETY: pushed by `free_remote` with its class's hints written,
+        // and taken by this thread (as for the link).
+        unsafe { hints::prefetch_ahead(at, n, h, limit) };
         got[n] = (at, stamp);
         n += 1;
         at = next;

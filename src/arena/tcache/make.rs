@@ -7,6 +7,7 @@
 //! thread's cost. Here the box's memory is allocated first and each field
 //! written into it once.
 
+use super::hints::Recent;
 use super::large::LARGE_BYTES;
 use super::{Bin, Cache, Counters, HeapSlot, Large, Link, Own, View, LARGE_CLASSES, SMALL_CLASSES};
 use crate::arena::metadata;
@@ -66,6 +67,7 @@ impl Cache {
             addr_of_mut!((*o).large_bytes).write(0);
             addr_of_mut!((*o).big_bytes).write(0);
             addr_of_mut!((*o).heap).write(HeapSlot::default());
+            addr_of_mut!((*o).recent).write([Recent::default(); SMALL_CLASSES]);
             Some(Box::from_raw(p))
         }
     }
@@ -93,5 +95,6 @@ fn all_fields_written(c: &Cache, o: &Own) {
         large_bytes: _,
         big_bytes: _,
         heap: _,
+        recent: _,
     } = o;
 }

@@ -49,6 +49,7 @@ pub(crate) mod epoch;
 mod heap_slot;
 #[cfg(all(test, not(loom)))]
 mod heap_slot_tests;
+mod hints;
 mod large;
 #[cfg(all(test, not(loom)))]
 mod large_tests;
@@ -232,6 +233,9 @@ struct Own {
     big_bytes: usize,
     /// The execution heap's thread's slot (`heap_slot.rs`).
     heap: HeapSlot,
+    /// Per small class, this cache's last pushes onto the arena's remote
+    /// stack: the prefetch hints its next push carries (`hints.rs`).
+    recent: [hints::Recent; SMALL_CLASSES],
 }
 
 impl Own {
@@ -1576,7 +1580,8 @@ pub(crate) fn free_slow(core: &ArenaCore, c: Class, addr: usize, block: u32) -> 
     // SAFETY: this thread's cache; no other borrow of `own` is alive.
     let o = unsafe { cache.own() };
     if !o.bins[c].take_credit() {
-        return free_remote(core, c, o.bins.get_mut(c), addr, block, stamp(cache));
+        let at = stamp(cache);
+        return free_remote(core, c, &mut o.bins[c], &mut o.recent[c], addr, block, at);
     }
     let slot = Slot {
         addr,
@@ -1611,7 +1616,8 @@ pub(crate) fn free_slow(core: &ArenaCore, c: Class, addr: usize, block: u32) -> 
 fn free_remote(
     core: &ArenaCore,
     c: Class,
-    bin: Option<&mut Bin>,
+    bin: &mut Bin,
+    recent: &mut hints::Recent,
     addr: usize,
     block: u32,
     at: u64,
@@ -1621,19 +1627,18 @@ fn free_remote(
         block,
         stamp: at,
     };
-    let (bin, out) = match bin.and_then(|b| b.oldest().map(|old| (b, old))) {
-        Some((b, old)) => (Some(b), old),
-        None => (None, new),
-    };
-    // SAFETY: `out` is a small buffer (at least 16 bytes, 16-aligned) that
-    // its user is freeing, or one this cache holds free: ours to write.
+    let out = bin.oldest().unwrap_or(new);
+    // SAFETY: `out` is a buffer of class `c` that its user is freeing, or
+    // one this cache holds free: ours to write.
+    unsafe { recent.write_into(out.addr, c) };
+    // SAFETY: as above (a small buffer holds at least 16 bytes, 16-aligned).
     let pushed = core.remotes.push(c, out.addr, |next| unsafe {
         remote::link::write(out.addr, next, out.stamp)
     });
     if pushed {
-        if let Some(b) = bin {
-            b.replace_oldest(new);
-        }
+        recent.pushed(out.addr);
+        // No change when the bin is empty (then `out` is the new buffer).
+        bin.replace_oldest(new);
     }
     pushed
 }

@@ -41,6 +41,7 @@
 //! models below check the push, the take and the close.
 
 use super::bin::Slot;
+use super::hints;
 use super::SMALL_CLASSES;
 use crate::arena::blocks::NIL;
 use crate::arena::run_index;
@@ -226,12 +227,14 @@ pub(crate) mod link {
     ///
     /// # Safety
     /// As for [`read`], for every buffer of the chain.
-    pub(crate) unsafe fn reversed(mut head: usize, limit: usize) -> usize {
+    pub(crate) unsafe fn reversed(mut head: usize, limit: usize, hints: usize) -> usize {
         let mut prev = 0;
         let mut n = 0;
         while head != 0 && n < limit {
             // SAFETY: the caller's contract.
             let (next, stamp) = unsafe { read(head) };
+            // SAFETY: as above, for the hints when `hints > 0`.
+            unsafe { super::super::hints::prefetch_ahead(head, n, hints, limit) };
             // SAFETY: as above: the buffer is the arena's to write again.
             unsafe { write(head, prev, stamp) };
             prev = head;
@@ -249,7 +252,8 @@ pub(crate) mod link {
 #[cold]
 #[inline(never)]
 pub(crate) fn absorb(st: &mut ArenaState, core: &ArenaCore, head: usize) {
-    absorb_chain(st, core, head);
+    // Put together by `collect` in its own order: no hints to follow.
+    absorb_chain(st, core, head, 0);
     cap_after_absorbing(st, core);
 }
 
@@ -261,7 +265,7 @@ pub(crate) fn absorb(st: &mut ArenaState, core: &ArenaCore, head: usize) {
 #[inline(never)]
 pub(crate) fn absorb_waiting(st: &mut ArenaState, core: &ArenaCore) {
     core.remotes
-        .take_flagged(|head| absorb_chain(st, core, head));
+        .take_flagged(|c, head| absorb_chain(st, core, head, hints::count(c)));
     cap_after_absorbing(st, core);
 }
 
@@ -269,7 +273,8 @@ pub(crate) fn absorb_waiting(st: &mut ArenaState, core: &ArenaCore) {
 /// stack and brings back what they held ([`absorb_chain`]); later frees
 /// go through the lock.
 pub(crate) fn absorb_closing(st: &mut ArenaState, core: &ArenaCore) {
-    core.remotes.close(|head| absorb_chain(st, core, head));
+    core.remotes
+        .close(|c, head| absorb_chain(st, core, head, hints::count(c)));
     cap_after_absorbing(st, core);
 }
 
@@ -286,12 +291,12 @@ fn cap_after_absorbing(st: &mut ArenaState, core: &ArenaCore) {
 /// returns its buffers: into the depot while it admits them (the next
 /// refill of any thread's cache takes them from there), else into their
 /// classes' free lists at their free stamps.
-fn absorb_chain(st: &mut ArenaState, core: &ArenaCore, head: usize) {
+fn absorb_chain(st: &mut ArenaState, core: &ArenaCore, head: usize, hints: usize) {
     // A chain longer than the live buffers holds one twice (a buffer freed
     // twice, which the caller's contract rules out): cut there.
     // SAFETY: the chain was taken from a stack, and each of its buffers
     // was pushed with a link (`link::write`).
-    let mut at = unsafe { link::reversed(head, st.stats.live_buffers) };
+    let mut at = unsafe { link::reversed(head, st.stats.live_buffers, hints) };
     while at != 0 {
         // SAFETY: as above.
         let (next, stamp) = unsafe { link::read(at) };
@@ -387,7 +392,7 @@ mod tests {
         let newest_first: Vec<_> = a.iter().rev().copied().zip((10..15).rev()).collect();
         assert_eq!(walk(head), newest_first);
         // SAFETY: the chain was just taken and holds links.
-        let oldest = unsafe { link::reversed(head, usize::MAX) };
+        let oldest = unsafe { link::reversed(head, usize::MAX, 0) };
         let oldest_first: Vec<_> = a.iter().copied().zip(10..15).collect();
         assert_eq!(walk(oldest), oldest_first);
     }
@@ -419,7 +424,7 @@ mod tests {
             link::write(y, x, 2);
         }
         // SAFETY: as above.
-        let head = unsafe { link::reversed(x, 5) };
+        let head = unsafe { link::reversed(x, 5, 0) };
         assert!(head == x || head == y);
     }
 }

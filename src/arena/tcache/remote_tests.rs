@@ -404,3 +404,53 @@ fn a_refill_leaves_other_classes_remote_frees_and_stats_still_sees_them() {
     consumer.stop();
     assert_eq!(a.stats().live_buffers, 0);
 }
+
+/// A consumer's remote frees of one class carry, beside each link, the
+/// buffers it pushed before the link's (`hints.rs`), which a collecting
+/// thread prefetches: hint k of the n-th buffer from the top is the
+/// (n + 2 + k)-th, while nobody else pushed and nobody took the stack.
+#[test]
+fn a_remote_free_carries_the_consumers_earlier_pushes_as_hints() {
+    use super::hints;
+    use super::remote::link;
+    let a = arena();
+    let consumer = Consumer::start(&a);
+    let c = class_of_classed(200);
+    let n = if cfg!(miri) { 9 } else { 20 };
+    let before = a.stats();
+    consumer.free(produce(&a, &vec![200; n]));
+    let head = a.core.remotes.take_class(c);
+    let mut chain = Vec::new();
+    let mut at = head;
+    while at != 0 {
+        chain.push(at);
+        // SAFETY: taken from the stack; every buffer on it carries a link.
+        at = unsafe { link::read(at) }.0;
+    }
+    assert_eq!(chain.len(), n, "every free is on the class's stack");
+    let h = hints::count(c);
+    assert_eq!(h, hints::HINTS, "a 200 B buffer carries every hint");
+    for (i, &x) in chain.iter().enumerate() {
+        for k in 0..h {
+            // SAFETY: pushed by `free_remote`, taken above.
+            let hint = unsafe { hints::read(x, k) };
+            let want = chain.get(i + 2 + k).copied().unwrap_or(0);
+            assert_eq!(hint, want, "buffer {i}, hint {k}");
+        }
+    }
+    // Back on the stack; `stats()` takes it under the lock: exact counts.
+    let rest = a.core.remotes.restore(c, head, |newer, older| {
+        // SAFETY: taken from the stack; its last buffer is the arena's.
+        unsafe {
+            let (last, stamp) = link::last(newer);
+            link::write(last, older, stamp);
+        }
+        newer
+    });
+    assert_eq!(rest, 0, "the stack is open");
+    let s = a.stats();
+    assert_eq!(s.live_buffers, before.live_buffers);
+    assert_eq!(s.frees, before.frees + n as u64);
+    assert_eq!(a.check_invariants(), Ok(()));
+    consumer.stop();
+}

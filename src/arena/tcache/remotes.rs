@@ -161,8 +161,9 @@ impl Remotes {
     }
 
     /// Under the arena's lock: every flagged stack's buffers, one chain
-    /// per class, each as [`Remote::take`] returns it, passed to `f`.
-    pub(crate) fn take_flagged(&self, mut f: impl FnMut(usize)) {
+    /// per class, each as [`Remote::take`] returns it, passed to `f` with
+    /// its class.
+    pub(crate) fn take_flagged(&self, mut f: impl FnMut(usize, usize)) {
         for (w, word) in self.flags.0.iter().enumerate() {
             if word.load(Ordering::Relaxed) == 0 {
                 continue;
@@ -175,7 +176,7 @@ impl Remotes {
                 m &= m - 1;
                 let head = self.stacks.get(c).map_or(0, |s| s.0.take());
                 if head != 0 {
-                    f(head);
+                    f(c, head);
                 }
             }
         }
@@ -184,11 +185,11 @@ impl Remotes {
     /// Under the arena's lock, when its last handle goes: every stack's
     /// buffers, as [`Remotes::take_flagged`] passes them, and no pushes
     /// from now on (each stack closes as [`Remote::close`] says).
-    pub(crate) fn close(&self, mut f: impl FnMut(usize)) {
-        for s in &self.stacks {
+    pub(crate) fn close(&self, mut f: impl FnMut(usize, usize)) {
+        for (c, s) in self.stacks.iter().enumerate() {
             let head = s.0.close();
             if head != 0 {
-                f(head);
+                f(c, head);
             }
         }
         for w in &self.flags.0 {
@@ -237,13 +238,20 @@ mod tests {
             "the last class's bit (second word) is still set"
         );
         let mut chains = Vec::new();
-        r.take_flagged(|h| chains.push(count(h)));
-        assert_eq!(chains, vec![1]);
+        r.take_flagged(|c, h| chains.push((c, count(h))));
+        assert_eq!(
+            chains,
+            vec![(last, 1)],
+            "the last class's chain, with its class"
+        );
         assert!(!r.pending(), "every taken stack's bit is clear");
         assert!(!push(&r, SMALL_CLASSES, a(3)), "not a small class");
         assert!(push(&r, 0, a(4)));
         let mut closed = 0;
-        r.close(|h| closed += count(h));
+        r.close(|c, h| {
+            assert_eq!(c, 0);
+            closed += count(h)
+        });
         assert_eq!(closed, 1);
         assert!(!push(&r, 0, a(5)), "closed: the free goes through the lock");
         assert!(!r.pending());
@@ -295,13 +303,13 @@ mod loom_tests {
                 thread::spawn(move || walk(&l, r.take_class(5)))
             };
             let mut back = 0;
-            r.take_flagged(|h| back += walk(&links, h));
+            r.take_flagged(|_, h| back += walk(&links, h));
             pusher.join().unwrap();
             back += collector.join().unwrap();
             if r.waiting(5) {
                 assert!(r.pending(), "a stack holding buffers is flagged");
             }
-            r.take_flagged(|h| back += walk(&links, h));
+            r.take_flagged(|_, h| back += walk(&links, h));
             assert_eq!(back, 2);
             assert!(!r.waiting(5));
         });
@@ -353,13 +361,13 @@ mod loom_tests {
                 })
             };
             let mut back = 0;
-            r.take_flagged(|h| back += walk(&links, h));
+            r.take_flagged(|_, h| back += walk(&links, h));
             pusher.join().unwrap();
             back += collector.join().unwrap();
             if r.waiting(7) {
                 assert!(r.pending(), "a stack holding buffers is flagged");
             }
-            r.close(|h| back += walk(&links, h));
+            r.close(|_, h| back += walk(&links, h));
             assert_eq!(back, 3);
         });
     }
