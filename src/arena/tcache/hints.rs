@@ -38,33 +38,48 @@ pub(super) fn count(c: Class) -> usize {
     (capacity(c) / 8).saturating_sub(2).min(HINTS)
 }
 
-/// A cache's last pushes of one class onto the arena's remote stack, the
-/// newest first (0: none yet).
+/// A cache's last pushes of one class onto the arena's remote stack (0:
+/// none yet).
 #[derive(Debug, Default, Clone, Copy)]
-pub(super) struct Recent([usize; HINTS + 1]);
+pub(super) struct Recent {
+    /// The newest: what the next push's link names when nothing comes in
+    /// between.
+    newest: usize,
+    /// The ones before it, newest first: the next push's hints.
+    older: [usize; HINTS],
+}
 
 impl Recent {
     /// Writes the hints for a buffer of class `c` at `addr` that is about
-    /// to be pushed: the pushes before the newest (the newest is what the
-    /// buffer's link will name when nothing comes in between).
+    /// to be pushed: the pushes before the newest.
     ///
     /// # Safety
     /// `addr` is a free buffer of class `c` that the caller may write.
     #[inline(always)]
     pub(super) unsafe fn write_into(&self, addr: usize, c: Class) {
         let words = (addr as *mut usize).wrapping_add(2);
-        for k in 0..count(c) {
-            // SAFETY: the caller's contract; `count(c)` words after the
-            // link's two are inside a buffer of class `c`.
-            unsafe { words.add(k).write(self.0[k + 1]) };
+        let n = count(c);
+        if n == HINTS {
+            // Every class from 64 B: one fixed-size copy, no call.
+            // SAFETY: the caller's contract; `HINTS` words after the link's
+            // two are inside a buffer of class `c` (8-aligned: a small
+            // buffer is 16-aligned).
+            unsafe { words.cast::<[usize; HINTS]>().write(self.older) };
+            return;
+        }
+        for (k, &a) in self.older.iter().take(n).enumerate() {
+            // SAFETY: as above, for the `count(c)` words the class holds.
+            unsafe { words.add(k).write(a) };
         }
     }
 
     /// Notes `addr` as the newest push.
     #[inline(always)]
     pub(super) fn pushed(&mut self, addr: usize) {
-        self.0.copy_within(0..HINTS, 1);
-        self.0[0] = addr;
+        // A new array rather than `copy_within` (a call to `memmove`).
+        let o = self.older;
+        self.older = core::array::from_fn(|k| if k == 0 { self.newest } else { o[k - 1] });
+        self.newest = addr;
     }
 }
 
