@@ -178,11 +178,15 @@ impl<T> SpinLock<T> {
             #[cfg(not(loom))]
             futex_wake(word);
             #[cfg(loom)]
-            {
-                let _queued = self.queue.lock().expect("the model's futex queue");
-                self.wakeup.notify_one();
-            }
+            self.wake_one();
         }
+    }
+
+    /// The loom model of the futex's wake: notify under `queue`.
+    #[cfg(loom)]
+    fn wake_one(&self) {
+        let _queued = self.queue.lock().expect("the model's futex queue");
+        self.wakeup.notify_one();
     }
 
     /// The value, through exclusive access to the lock itself.

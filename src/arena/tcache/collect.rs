@@ -83,15 +83,11 @@ pub(super) fn collect(core: &ArenaCore, cache: &Cache, o: &mut Own, c: Class) ->
     // What is not kept here, newest first (each joins at the head).
     let mut rest = 0;
     if at != 0 {
-        rest = core.remotes.restore(c, at, |newer, older| {
-            // SAFETY: `newer` was taken from the stack as `head` was; the
-            // last of its buffers is the arena's to link.
-            unsafe {
-                let (last, stamp) = link::last(newer);
-                link::write(last, older, stamp);
-            }
-            newer
-        });
+        // SAFETY: `newer` was taken from the stack as `head` was; the last
+        // of its buffers is the arena's to link.
+        rest = core
+            .remotes
+            .restore(c, at, |newer, older| unsafe { link::joined(newer, older) });
     }
     // Oldest first, so that the newest ends on top of its bin.
     let mut kept = 0u64;

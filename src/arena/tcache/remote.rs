@@ -220,6 +220,23 @@ pub(crate) mod link {
         }
     }
 
+    /// Links the chain `older` below the chain `newer` (not 0): the last
+    /// buffer of `newer` gets `older` as its successor. Returns `newer`.
+    /// What [`Remotes::restore`](super::super::remotes::Remotes::restore)
+    /// does with pushes that came in while a chain was out.
+    ///
+    /// # Safety
+    /// As for [`last`], for `newer`; its last buffer is the caller's to
+    /// write (taken from the stack with the rest of `newer`).
+    pub(crate) unsafe fn joined(newer: usize, older: usize) -> usize {
+        // SAFETY: the caller's contract.
+        unsafe {
+            let (last, stamp) = last(newer);
+            write(last, older, stamp);
+        }
+        newer
+    }
+
     /// Reverses the chain that starts at `head` in place (the stack gives
     /// the newest first; the arena takes them oldest first) and returns
     /// its new head. At most `limit` buffers are visited: a longer chain

@@ -439,13 +439,9 @@ fn a_remote_free_carries_the_consumers_earlier_pushes_as_hints() {
         }
     }
     // Back on the stack; `stats()` takes it under the lock: exact counts.
-    let rest = a.core.remotes.restore(c, head, |newer, older| {
-        // SAFETY: taken from the stack; its last buffer is the arena's.
-        unsafe {
-            let (last, stamp) = link::last(newer);
-            link::write(last, older, stamp);
-        }
-        newer
+    // SAFETY: taken from the stack; its last buffer is the arena's.
+    let rest = a.core.remotes.restore(c, head, |newer, older| unsafe {
+        link::joined(newer, older)
     });
     assert_eq!(rest, 0, "the stack is open");
     let s = a.stats();

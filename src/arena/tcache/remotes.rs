@@ -80,14 +80,20 @@ impl Remotes {
         match stack.0.push(addr, link) {
             Pushed::Onto => true,
             Pushed::First => {
-                let (w, bit) = flag_of(c);
-                // Release: a lock holder whose swap of the word reads this
-                // bit (acquire) then finds the push on the stack.
-                self.flags.0[w].fetch_or(bit, Ordering::Release);
+                self.flag(c);
                 true
             }
             Pushed::Refused => false,
         }
+    }
+
+    /// Sets class `c`'s bit after a push (or a put-back) onto its empty
+    /// stack. Release: a lock holder whose swap of the word reads this bit
+    /// (acquire) then finds the push on the stack.
+    #[inline(always)]
+    fn flag(&self, c: usize) {
+        let (w, bit) = flag_of(c);
+        self.flags.0[w].fetch_or(bit, Ordering::Release);
     }
 
     /// Whether any stack may hold buffers (the flag words, relaxed: one
@@ -144,9 +150,7 @@ impl Remotes {
         loop {
             match stack.0.restore(chain) {
                 Pushed::First => {
-                    let (w, bit) = flag_of(c);
-                    // Release, as after a push onto an empty stack.
-                    self.flags.0[w].fetch_or(bit, Ordering::Release);
+                    self.flag(c);
                     return 0;
                 }
                 Pushed::Refused => return chain,
