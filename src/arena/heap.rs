@@ -718,9 +718,7 @@ impl ArenaState {
         seg.idle = true;
         self.heap.idle.insert(s);
         self.heap.parked = s;
-        if self.over_cap() {
-            self.enforce_cap(os);
-        }
+        self.hold_cap(os);
     }
 
     /// [`ArenaState::heap_free`] past the inline park.
@@ -763,9 +761,7 @@ impl ArenaState {
         } else {
             self.bin(k);
         }
-        if self.over_cap() {
-            self.enforce_cap(os);
-        }
+        self.hold_cap(os);
     }
 
     /// Releases the free memory at the top of each segment (above its last

@@ -61,9 +61,7 @@ impl ArenaState {
         b.state = BlockState::Warm;
         b.freed_at = self.clock << STAMP_SEQ_BITS;
         self.warm.push(&mut self.table, c, i);
-        if self.over_cap() {
-            self.enforce_cap(os);
-        }
+        self.hold_cap(os);
         true
     }
 
@@ -179,6 +177,17 @@ impl ArenaState {
             }
         }
         best
+    }
+
+    /// [`Self::enforce_cap`] when what the arena retains, the depot
+    /// counted, exceeds the cap: the step after anything that made
+    /// buffers retained (a free, a flush, absorbed remote frees, a heap
+    /// piece shrunk or parked).
+    #[inline]
+    pub(crate) fn hold_cap(&mut self, os: &OsCounters) {
+        if self.over_cap() {
+            self.enforce_cap(os);
+        }
     }
 
     /// Releases retained memory until retained bytes fit the cap: the

@@ -138,9 +138,7 @@ impl ArenaState {
         p.class = super::bin_of(cap) as u16;
         self.stats.live_bytes -= cut;
         self.learn_resized();
-        if self.over_cap() {
-            self.enforce_cap(os);
-        }
+        self.hold_cap(os);
         Some(cap)
     }
 }

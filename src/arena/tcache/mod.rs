@@ -979,8 +979,8 @@ fn return_stashed(st: &mut ArenaState, core: &ArenaCore, p: Piece) {
 /// free by the cache that stashed it; the cap holds again.
 fn settle_unstashed(st: &mut ArenaState, core: &ArenaCore, n: usize) {
     st.cache_flushed += n as u64;
-    if n > 0 && st.over_cap() {
-        st.enforce_cap(&core.os);
+    if n > 0 {
+        st.hold_cap(&core.os);
     }
 }
 
@@ -1387,9 +1387,7 @@ fn give_back_large(
         let bytes = st.evict(i, &core.os);
         st.stats.trimmed_bytes += bytes;
     }
-    if st.over_cap() {
-        st.enforce_cap(&core.os);
-    }
+    st.hold_cap(&core.os);
 }
 
 /// Frees every large slot's buffer into its class's free list at its free
@@ -1432,8 +1430,8 @@ fn give_back(
     st.cached_bytes -= freed * cap;
     st.cache_flushed += freed as u64;
     // What the caches free counts against the cap like any free.
-    if freed > 0 && st.over_cap() {
-        st.enforce_cap(&core.os);
+    if freed > 0 {
+        st.hold_cap(&core.os);
     }
 }
 

@@ -271,7 +271,7 @@ pub(crate) mod link {
 pub(crate) fn absorb(st: &mut ArenaState, core: &ArenaCore, head: usize) {
     // Put together by `collect` in its own order: no hints to follow.
     absorb_chain(st, core, head, 0);
-    cap_after_absorbing(st, core);
+    st.hold_cap(&core.os);
 }
 
 /// Under the arena's lock: every remote stack that holds buffers is taken
@@ -283,7 +283,7 @@ pub(crate) fn absorb(st: &mut ArenaState, core: &ArenaCore, head: usize) {
 pub(crate) fn absorb_waiting(st: &mut ArenaState, core: &ArenaCore) {
     core.remotes
         .take_flagged(|c, head| absorb_chain(st, core, head, hints::count(c)));
-    cap_after_absorbing(st, core);
+    st.hold_cap(&core.os);
 }
 
 /// Under the arena's lock, when its last handle goes: closes every remote
@@ -292,15 +292,7 @@ pub(crate) fn absorb_waiting(st: &mut ArenaState, core: &ArenaCore) {
 pub(crate) fn absorb_closing(st: &mut ArenaState, core: &ArenaCore) {
     core.remotes
         .close(|c, head| absorb_chain(st, core, head, hints::count(c)));
-    cap_after_absorbing(st, core);
-}
-
-/// The retention cap, enforced after absorbed buffers became retained,
-/// as after any free.
-fn cap_after_absorbing(st: &mut ArenaState, core: &ArenaCore) {
-    if st.over_cap() {
-        st.enforce_cap(&core.os);
-    }
+    st.hold_cap(&core.os);
 }
 
 /// Under the arena's lock: the buffers of the chain at `head` (taken from
