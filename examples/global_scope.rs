@@ -180,7 +180,7 @@ fn main() {
         counter.source()
     );
     println!();
-    println!("| mode | cold system allocs | cold faults | cold ms | warm system allocs (10 runs) | warm faults (10 runs) | warm ms (median) |");
+    println!("| mode | cold system allocs | cold faults | cold ms | warm system allocs (10 runs) | warm faults (10 runs) | warm ms median [min-max] |");
     println!("|---|---:|---:|---:|---:|---:|---:|");
     for (name, cold, warm) in [
         ("scoped (arena)", s_cold, &s_warm),
@@ -189,15 +189,33 @@ fn main() {
         ("unscoped (mimalloc, reference)", m_cold, &m_warm),
     ] {
         println!(
-            "| {name} | {} | {} | {:.2} | {} | {} | {:.2} |",
+            "| {name} | {} | {} | {:.2} | {} | {} | {:.2} [{:.2}-{:.2}] |",
             cold.system_calls,
             cold.faults,
             cold.micros as f64 / 1000.0,
             warm.iter().map(|i| i.system_calls).sum::<u64>(),
             warm.iter().map(|i| i.faults).sum::<u64>(),
-            median(warm.iter().map(|i| i.micros).collect()) as f64 / 1000.0
+            median(warm.iter().map(|i| i.micros).collect()) as f64 / 1000.0,
+            warm.iter().map(|i| i.micros).min().unwrap_or(0) as f64 / 1000.0,
+            warm.iter().map(|i| i.micros).max().unwrap_or(0) as f64 / 1000.0
         );
     }
+    // In order: a small class's buffers come back from the depot newest
+    // first, so a run that frees its tree in the order it built it gets
+    // the addresses reversed, and the run after it the right way round
+    // (docs/threads.md, stop 45).
+    let in_order = |w: &[Iter]| {
+        w.iter()
+            .map(|i| format!("{:.1}", i.micros as f64 / 1000.0))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!();
+    println!("warm ms in order, scoped (arena): {}", in_order(&s_warm));
+    println!(
+        "warm ms in order, unscoped (mimalloc): {}",
+        in_order(&m_warm)
+    );
     let warm_ms = |w: &[Iter]| median(w.iter().map(|i| i.micros).collect()) as f64;
     println!();
     println!(
