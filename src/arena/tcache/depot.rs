@@ -21,15 +21,23 @@
 //! Room: each class's list has room for every block of the class the
 //! arena ever carved (reserved when one is carved, a cold path), so a push
 //! never allocates. Pure bookkeeping: no atomics, no unsafe.
+//!
+//! A long streak of pushes that mostly rises (a run's buffers freed in
+//! about the order a fresh carve handed them out) comes back first in,
+//! first out, not reversed: the first take after it reorders its
+//! addresses, leaving the stamps in place (`streak.rs`).
 
 use super::bin::Slot;
+use super::streak;
 use super::SMALL_CLASSES;
 use crate::size_class::{capacity, Class};
 
-/// Per small class, the buffers the caches gave back, oldest first.
+/// Per small class, the buffers the caches gave back, oldest stamp first.
 #[derive(Debug)]
 pub(crate) struct Depot {
     lists: [Vec<Slot>; SMALL_CLASSES],
+    /// Per class, where the entries pushed since its last take begin.
+    streaks: [usize; SMALL_CLASSES],
     /// Per class, the buffers its list must have room for: every block of
     /// the class carved so far.
     blocks: [usize; SMALL_CLASSES],
@@ -41,6 +49,7 @@ impl Default for Depot {
     fn default() -> Self {
         Depot {
             lists: [const { Vec::new() }; SMALL_CLASSES],
+            streaks: [0; SMALL_CLASSES],
             blocks: [0; SMALL_CLASSES],
             bytes: 0,
             buffers: 0,
@@ -77,10 +86,34 @@ impl Depot {
         true
     }
 
+    /// Before a take of class `c`: the entries pushed since its last take
+    /// are a streak, put in order if it is one (`streak.rs`); from here
+    /// on they are no longer new.
+    fn order_streak(&mut self, c: Class) {
+        let (Some(l), Some(from)) = (self.lists.get_mut(c), self.streaks.get_mut(c)) else {
+            return;
+        };
+        if let Some(s) = l.get_mut(*from..) {
+            streak::order(s);
+        }
+        *from = l.len();
+    }
+
+    /// After a take left class `c`'s list `len` long: nothing in it is new.
+    fn taken_to(&mut self, c: Class, len: usize) {
+        if let Some(from) = self.streaks.get_mut(c) {
+            *from = len;
+        }
+    }
+
     /// The newest buffer of class `c`, if any.
     #[inline]
     pub(crate) fn pop(&mut self, c: Class) -> Option<Slot> {
-        let s = self.lists.get_mut(c)?.pop()?;
+        self.order_streak(c);
+        let l = self.lists.get_mut(c)?;
+        let s = l.pop()?;
+        let len = l.len();
+        self.taken_to(c, len);
         self.bytes -= capacity(c);
         self.buffers -= 1;
         Some(s)
@@ -99,6 +132,7 @@ impl Depot {
         from: Option<u64>,
         f: impl FnOnce(&[Slot]),
     ) -> usize {
+        self.order_streak(c);
         let Some(l) = self.lists.get_mut(c) else {
             return 0;
         };
@@ -111,6 +145,7 @@ impl Depot {
         let keep = l.len() - k;
         f(&l[keep..]);
         l.truncate(keep);
+        self.taken_to(c, keep);
         self.bytes -= k * capacity(c);
         self.buffers -= k;
         k
@@ -171,6 +206,7 @@ impl Depot {
                 f(c, s);
             }
         }
+        self.streaks = [0; SMALL_CLASSES];
         self.bytes = 0;
         self.buffers = 0;
     }
@@ -179,6 +215,29 @@ impl Depot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_rising_streak_is_taken_first_in_first_out_with_the_newest_stamps() {
+        let mut d = Depot::default();
+        for _ in 0..200 {
+            d.reserve_one(2).unwrap();
+        }
+        let streak: Vec<Slot> = (0..100).map(slot).collect();
+        assert!(d.push_all(2, &streak));
+        let mut got = vec![];
+        assert_eq!(d.take_newest(2, 16, None, |s| got.extend_from_slice(s)), 16);
+        // Handed to the bin oldest stamp first; the bin hands out its last.
+        let stamps: Vec<u64> = got.iter().map(|s| s.stamp).collect();
+        assert_eq!(stamps, (84..100).collect::<Vec<u64>>(), "the newest stamps");
+        let order: Vec<u32> = got.iter().rev().map(|s| s.block).collect();
+        assert_eq!(order, (0..16).collect::<Vec<u32>>(), "the first pushed");
+        assert!(got.iter().all(|s| s.addr == 4096 * (s.block as usize + 1)));
+        // Pushes after a take are a new streak: a short one stays a stack.
+        assert!(d.push_all(2, &[slot(150), slot(151)]));
+        assert_eq!(d.pop(2).map(|s| s.block), Some(151));
+        assert_eq!(d.pop(2).map(|s| s.block), Some(150));
+        assert_eq!(d.pop(2).map(|s| s.block), Some(16));
+    }
 
     fn slot(k: usize) -> Slot {
         Slot::for_test(k)

@@ -63,6 +63,7 @@ pub(crate) mod spare;
 mod stash;
 #[cfg(all(test, not(loom)))]
 mod stash_tests;
+mod streak;
 #[cfg(all(test, not(loom)))]
 mod tests;
 

@@ -642,3 +642,39 @@ fn a_thread_that_starts_after_others_left_gets_a_left_caches_memory() {
     // Dropped with the arena (Miri checks that nothing leaks or is freed twice).
     drop(a);
 }
+
+/// A run that frees its small buffers in the order it allocated them (a
+/// tree or a queue dropped front to back) gets them back in that order in
+/// every later run, not reversed in every second one (`streak.rs`); also
+/// when it frees each pair the other way round. Before, every second run's
+/// buffers came falling.
+#[test]
+fn a_run_freed_in_allocation_order_gets_its_buffers_rising_run_after_run() {
+    let n = if cfg!(miri) { 256 } else { 4096 };
+    for swap_pairs in [false, true] {
+        let a = arena();
+        for run in 0..6 {
+            let bufs: Vec<_> = (0..n).map(|_| a.allocate(128, 8).unwrap()).collect();
+            let addrs: Vec<usize> = bufs.iter().map(|b| b.as_ptr() as usize).collect();
+            // Entries below the one eight places on: the bin's 32 from the
+            // run before come first, newest first: all but two bins' worth rise.
+            let rising = addrs
+                .iter()
+                .zip(addrs.iter().skip(8))
+                .filter(|(x, y)| x < y)
+                .count();
+            assert!(
+                rising >= n - 8 - 64,
+                "swap_pairs {swap_pairs} run {run}: {rising} of {}",
+                n - 8
+            );
+            let mut bufs: Vec<_> = bufs.into_iter().map(Some).collect();
+            for i in 0..n {
+                let j = if swap_pairs { i ^ 1 } else { i };
+                drop(bufs[j].take());
+            }
+        }
+        let s = a.stats();
+        assert_eq!((s.cold_allocations, s.live_buffers), (n as u64, 0));
+    }
+}
