@@ -200,10 +200,9 @@ fn main() {
             warm.iter().map(|i| i.micros).max().unwrap_or(0) as f64 / 1000.0
         );
     }
-    // In order: a small class's buffers come back from the depot newest
-    // first, so a run that frees its tree in the order it built it gets
-    // the addresses reversed, and the run after it the right way round
-    // (docs/threads.md, stop 45).
+    // In order: while a small class's buffers came back from the depot
+    // newest first, every second iteration got its addresses reversed and
+    // ran slower (docs/threads.md, stop 45); the alternation shows here.
     let in_order = |w: &[Iter]| {
         w.iter()
             .map(|i| format!("{:.1}", i.micros as f64 / 1000.0))
