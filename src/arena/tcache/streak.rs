@@ -29,8 +29,10 @@
 //! Only addresses move, each with its block; the stamps stay where they
 //! are, so the free order the arena keeps is unchanged and its newest
 //! stamps still go first. Which buffer of a class carries which stamp is
-//! not observable: a stamp orders the eviction of a whole buffer of the
-//! class, and the class's buffers are alike.
+//! not observable in the arena's counts: a stamp orders the eviction of a
+//! whole buffer of the class, and the class's buffers are alike. Which
+//! runs' pages a cap gives back can differ: the oldest stamps now sit on
+//! the buffers the streak hands out last, so a cap evicts those first.
 //!
 //! Pure logic over plain values: no atomics, no unsafe, no allocation.
 
