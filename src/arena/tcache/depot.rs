@@ -87,19 +87,19 @@ impl Depot {
     }
 
     /// Before a take of class `c`: the entries pushed since its last take
-    /// are a streak, put in order if it is one (`streak.rs`); from here
-    /// on they are no longer new.
+    /// are a streak, put in order if it is one (`streak.rs`). The take
+    /// then marks them no longer new ([`Depot::taken_to`]).
     fn order_streak(&mut self, c: Class) {
-        let (Some(l), Some(from)) = (self.lists.get_mut(c), self.streaks.get_mut(c)) else {
+        let (Some(l), Some(&from)) = (self.lists.get_mut(c), self.streaks.get(c)) else {
             return;
         };
-        if let Some(s) = l.get_mut(*from..) {
+        if let Some(s) = l.get_mut(from..) {
             streak::order(s);
         }
-        *from = l.len();
     }
 
-    /// After a take left class `c`'s list `len` long: nothing in it is new.
+    /// After a take left class `c`'s list `len` long: nothing in it is new
+    /// (an empty list included: its mark is 0 already).
     fn taken_to(&mut self, c: Class, len: usize) {
         if let Some(from) = self.streaks.get_mut(c) {
             *from = len;
