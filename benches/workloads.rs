@@ -14,7 +14,14 @@
 //! - `Vec growth`: allocator-api2 `Vec<u64>` pushed to a million elements;
 //! - `8 Vecs growing in turn`: eight `Vec<u64>`s pushed one element each
 //!   in turn to 128 Ki elements (a decoder's per-layer caches): each one's
-//!   neighbours often leave no room to grow in place.
+//!   neighbours often leave no room to grow in place;
+//! - `200k live, freed ...`: 200 000 buffers of 16 B-2 KiB (small sizes
+//!   most common) allocated and written through, read back, then freed in
+//!   one of eight orders: the order they came (a queue, a tree dropped
+//!   front to back), the reverse (a stack), each pair swapped, each eight
+//!   shuffled the same way every time, children before parents, by size,
+//!   every second one last, or a new random order each time. What a
+//!   program's free order leaves for its next run's allocations to walk.
 //!
 //! `cargo bench --bench workloads`. Each figure is the fastest of several
 //! interleaved rounds (interference only adds time), in ns per allocation
@@ -181,6 +188,103 @@ fn vecs_in_turn<A: Allocator + Copy>(a: A) -> usize {
     4 * 8 * (128 << 10)
 }
 
+/// The orders of the `200k live` rows.
+#[derive(Clone, Copy)]
+enum FreeOrder {
+    Queue,
+    Stack,
+    PairsSwapped,
+    EightShuffled,
+    ChildrenFirst,
+    BySize,
+    EverySecondLast,
+    Random,
+}
+
+/// Buffers in a `200k live` row (a tenth of it in the smoke run).
+const LIVE: usize = 200_000;
+
+/// The sizes of `n` buffers of the `200k live` rows: half of 16-31 B,
+/// then 64-127 B, 256-511 B and 1-2 KiB less and less often.
+fn live_sizes(n: usize) -> Vec<usize> {
+    let mut x = 0x5EED_u64;
+    (0..n)
+        .map(|_| {
+            let base = match xorshift(&mut x) % 100 {
+                0..50 => 16,
+                50..80 => 64,
+                80..95 => 256,
+                _ => 1024,
+            };
+            base + xorshift(&mut x) as usize % base
+        })
+        .collect()
+}
+
+/// The indices `0..n` in free order `o`; `seed` varies the random order.
+fn free_order(o: FreeOrder, n: usize, seed: u64) -> Vec<usize> {
+    let mut v: Vec<usize> = (0..n).collect();
+    let shuffle = |v: &mut [usize], x: &mut u64| {
+        for i in (1..v.len()).rev() {
+            v.swap(i, xorshift(x) as usize % (i + 1));
+        }
+    };
+    match o {
+        FreeOrder::Queue => {}
+        FreeOrder::Stack => v.reverse(),
+        FreeOrder::PairsSwapped => v.chunks_mut(2).for_each(|c| c.reverse()),
+        FreeOrder::EightShuffled => {
+            let mut x = 99;
+            v.chunks_mut(8).for_each(|c| shuffle(c, &mut x));
+        }
+        FreeOrder::ChildrenFirst => {
+            // A binary tree allocated breadth first, freed children first.
+            let mut out = Vec::with_capacity(n);
+            let mut todo = vec![(0usize, false)];
+            while let Some((i, seen)) = todo.pop() {
+                if i >= n {
+                    continue;
+                }
+                if seen {
+                    out.push(i);
+                } else {
+                    todo.extend([(i, true), (2 * i + 2, false), (2 * i + 1, false)]);
+                }
+            }
+            v = out;
+        }
+        FreeOrder::BySize => v.sort_by_key(|&i| (i * 7919) % 5),
+        FreeOrder::EverySecondLast => v.sort_by_key(|&i| i % 2),
+        FreeOrder::Random => shuffle(&mut v, &mut (seed + 1)),
+    }
+    v
+}
+
+/// One run of a `200k live` row: allocate and write every buffer, read
+/// each one's ends back, free them in `order`.
+fn live_set<A: Allocator>(a: &A, sizes: &[usize], order: &[usize]) -> usize {
+    let v: Vec<(NonNull<u8>, Layout)> = sizes
+        .iter()
+        .map(|&n| {
+            let l = Layout::from_size_align(n, 8).unwrap();
+            let p = a.allocate(l).expect("allocation").cast::<u8>();
+            // SAFETY: `p` holds `n` bytes.
+            unsafe { p.as_ptr().write_bytes(n as u8, n) };
+            (p, l)
+        })
+        .collect();
+    let mut sum = 0u64;
+    for (p, l) in &v {
+        // SAFETY: each buffer holds `l.size() >= 1` bytes, written above.
+        sum += unsafe { u64::from(*p.as_ptr()) + u64::from(*p.as_ptr().add(l.size() - 1)) };
+    }
+    black_box(sum);
+    for &i in order {
+        give(a, v[i].0, v[i].1);
+    }
+    2 * sizes.len()
+}
+
 /// ns per operation of `f` (which returns its operation count): the
 /// fastest of the measured rounds, after one warm-up round.
 fn time(f: &mut dyn FnMut() -> usize) -> f64 {
@@ -221,6 +325,10 @@ fn main() {
             )
         };
     }
+    let bench = std::env::args().any(|a| a == "--bench");
+    let live = if bench { LIVE } else { LIVE / 10 };
+    let sizes = live_sizes(live);
+    let sizes = &sizes[..];
     let mut rows: Vec<Row> = vec![
         row!("short-lived threads", false, |a| short_lived_threads(&a)),
         (
@@ -239,11 +347,38 @@ fn main() {
         row!("Vec growth to 1M u64", false, |a| vec_growth(a)),
         row!("8 Vecs growing in turn", false, |a| vecs_in_turn(a)),
     ];
-    let rounds = if std::env::args().any(|a| a == "--bench") {
-        ROUNDS
-    } else {
-        1
-    };
+    for (name, o) in [
+        ("200k live, freed as they came", FreeOrder::Queue),
+        ("200k live, freed in reverse", FreeOrder::Stack),
+        ("200k live, freed pairs swapped", FreeOrder::PairsSwapped),
+        ("200k live, freed each 8 shuffled", FreeOrder::EightShuffled),
+        ("200k live, freed children first", FreeOrder::ChildrenFirst),
+        ("200k live, freed by size", FreeOrder::BySize),
+        (
+            "200k live, freed every second last",
+            FreeOrder::EverySecondLast,
+        ),
+        ("200k live, freed at random", FreeOrder::Random),
+    ] {
+        // Made before timing; the random row takes a new one of four each run.
+        let count = if matches!(o, FreeOrder::Random) { 4 } else { 1 };
+        let orders: Vec<Vec<usize>> = (0..count).map(|s| free_order(o, live, s)).collect();
+        let mut next = 0;
+        rows.push((
+            name,
+            Box::new(move |k| {
+                next += 1;
+                let order = &orders[next % orders.len()];
+                match k {
+                    0 => live_set(&ar, sizes, order),
+                    1 => live_set(&Mi, sizes, order),
+                    _ => live_set(&Global, sizes, order),
+                }
+            }),
+            false,
+        ));
+    }
+    let rounds = if bench { ROUNDS } else { 1 };
     println!("\nns per allocation or free, fastest of {rounds} interleaved rounds:");
     println!("| workload | warmarena | mimalloc | system | warmarena / mimalloc | arena locks per 100 ops |");
     println!("|---|---:|---:|---:|---:|---:|");
