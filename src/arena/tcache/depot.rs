@@ -230,10 +230,11 @@ fn prefetch_slots<T>(s: &[T]) {
     }
 }
 
-/// The starts of the 64-byte lines that `bytes` bytes at `addr` touch.
+/// The starts of the 64-byte lines that `bytes` bytes at `addr` touch
+/// (none for no bytes).
 fn lines(addr: usize, bytes: usize) -> impl Iterator<Item = usize> {
     let end = addr.saturating_add(bytes);
-    let first = addr & !(LINE - 1);
+    let first = if bytes == 0 { end } else { addr & !(LINE - 1) };
     (first..end).step_by(LINE)
 }
 
@@ -251,6 +252,7 @@ mod tests {
         assert_eq!(at(130, 64), [128, 192], "straddles two lines");
         assert_eq!(at(100, 24 * 16), [64, 128, 192, 256, 320, 384, 448]);
         assert_eq!(at(4096, 0), Vec::<usize>::new(), "nothing to touch");
+        assert_eq!(at(130, 0), Vec::<usize>::new(), "nothing, unaligned");
         assert_eq!(at(usize::MAX - 10, 100), [usize::MAX - 63], "no overflow");
     }
 
