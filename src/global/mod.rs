@@ -377,13 +377,24 @@ impl<B: GlobalAlloc> ScopedGlobal<B> {
         unsafe { self.backing_alloc(layout, zeroed) }
     }
 
+    /// Serves `layout` from the arena of the current scope `core`, out of
+    /// line (for `alloc_zeroed`).
+    ///
+    /// # Safety
+    /// As [`Self::serve_in_scope`].
+    #[inline(never)]
+    unsafe fn scoped_alloc(&self, core: *mut ArenaCore, layout: Layout, zeroed: bool) -> *mut u8 {
+        // SAFETY: forwarded contract.
+        unsafe { self.serve_in_scope(core, layout, zeroed) }
+    }
+
     /// Serves `layout` from the arena of the current scope `core`.
     ///
     /// # Safety
     /// `core` is the current thread's scope (non-null; the scope owns a count of
     /// it, so the body is alive), and `layout` has a non-zero size.
-    #[inline(never)]
-    unsafe fn scoped_alloc(&self, core: *mut ArenaCore, layout: Layout, zeroed: bool) -> *mut u8 {
+    #[inline(always)]
+    unsafe fn serve_in_scope(&self, core: *mut ArenaCore, layout: Layout, zeroed: bool) -> *mut u8 {
         if metadata::active() {
             stats::note(Counter::MetadataAllocs, None);
             // SAFETY: forwarded from the caller.
@@ -443,8 +454,11 @@ impl<B: GlobalAlloc> ScopedGlobal<B> {
         if let Some(p) = unsafe { alloc_cached(core, layout) } {
             return p;
         }
+        // In this function rather than a call of its own: a large request
+        // misses the cache every time, and a frame more was about 20
+        // instructions of its pair.
         // SAFETY: `core` is this thread's scope; the layout is the caller's.
-        unsafe { self.scoped_alloc(core, layout, false) }
+        unsafe { self.serve_in_scope(core, layout, false) }
     }
 
     /// [`GlobalAlloc::dealloc`] of arena memory past its hit. It looks the
@@ -468,6 +482,31 @@ impl<B: GlobalAlloc> ScopedGlobal<B> {
         }
         // SAFETY: `ptr` is a live allocation (caller) in `owner`'s granule.
         unsafe { self.arena_dealloc(owner, small, ptr, layout) }
+    }
+
+    /// Frees a buffer of this thread's own scope's arena `this` that is
+    /// not in a small run (a large buffer, a heap piece), counted as
+    /// returned in scope: into the thread's heap or large slot when it
+    /// takes it, else by address. [`GlobalAlloc::dealloc`] read the owner
+    /// table's entry already, so this does not read it again.
+    ///
+    /// # Safety
+    /// `this` is this thread's explicit scope's arena and the registered
+    /// owner of `ptr`'s granule, a live buffer (the caller's, which keeps
+    /// the body alive).
+    #[inline(never)]
+    unsafe fn dealloc_own(&self, this: *mut ArenaCore, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract: a live body.
+        let arena = unsafe { &*this };
+        if !arena.free_large_hit_at(ptr as usize, layout.size(), layout.align()) {
+            // SAFETY: as above; a pointer that is not a live buffer start
+            // (a caller's bug) changes nothing.
+            unsafe { ArenaCore::free_by_addr(NonNull::new_unchecked(this), ptr as usize, None) };
+        }
+        stats::note(
+            Counter::ReturnedInScope,
+            Some((Counter::ReturnedInScopeBytes, layout.size())),
+        );
     }
 
     /// Frees arena memory found by address.
@@ -648,6 +687,14 @@ unsafe impl<B: GlobalAlloc> GlobalAlloc for ScopedGlobal<B> {
             if unsafe { free_in_scope(this, class, ptr, layout) } {
                 return;
             }
+        }
+        if entry == me {
+            // Not a run's granule, and this scope's arena's (`me` is not
+            // `NONE` here, as `entry` is not): a large buffer, or a heap
+            // piece shrunk in place. The entry read above already says
+            // whose it is.
+            // SAFETY: forwarded contract; `this` owns `ptr`'s granule.
+            return unsafe { self.dealloc_own(this, ptr, layout) };
         }
         // SAFETY: forwarded contract: `ptr` is arena memory.
         unsafe { self.dealloc_miss(ptr, layout) }

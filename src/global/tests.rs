@@ -236,3 +236,38 @@ fn warm_scoped_large_pairs_take_no_lock_on_any_thread() {
     assert_eq!(arena.stats().live_buffers, 0);
     assert_eq!(arena.check_invariants(), Ok(()));
 }
+
+#[test]
+fn a_heap_piece_shrunk_to_a_small_size_is_freed_with_its_small_layout() {
+    // Its owner-table entry is the arena's own and untagged (not a run),
+    // while the layout names a small class: the free takes the arena's
+    // own path by address, not a small class's.
+    let arena = ExecutionArena::new();
+    let big = layout(256 << 10, 64);
+    let small = layout(100, 64);
+    let before = stats();
+    scope(&arena, || {
+        // SAFETY: non-zero layouts; the buffer is freed once, with the
+        // layout it has after the realloc.
+        unsafe {
+            let p = A.alloc(big);
+            fill(p, big.size(), 1);
+            let q = A.realloc(p, big, small.size());
+            assert_eq!(q, p, "shrunk in place");
+            let me = Owner((&*arena.core as *const ArenaCore).cast_mut().cast());
+            assert_eq!(
+                owners::lookup_tagged(q as usize),
+                me,
+                "untagged, the arena's"
+            );
+            A.dealloc(q, small);
+        }
+    });
+    let s = arena.stats();
+    assert_eq!(s.live_buffers, 0);
+    assert_eq!(s.live_bytes, 0);
+    assert_eq!(arena.check_invariants(), Ok(()));
+    let after = stats();
+    assert!(after.returned_in_scope > before.returned_in_scope);
+    assert!(after.returned_in_scope_bytes >= before.returned_in_scope_bytes + small.size() as u64);
+}
