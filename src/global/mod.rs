@@ -496,13 +496,8 @@ impl<B: GlobalAlloc> ScopedGlobal<B> {
     /// the body alive).
     #[inline(never)]
     unsafe fn dealloc_own(&self, this: *mut ArenaCore, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller's contract: a live body.
-        let arena = unsafe { &*this };
-        if !arena.free_large_hit_at(ptr as usize, layout.size(), layout.align()) {
-            // SAFETY: as above; a pointer that is not a live buffer start
-            // (a caller's bug) changes nothing.
-            unsafe { ArenaCore::free_by_addr(NonNull::new_unchecked(this), ptr as usize, None) };
-        }
+        // SAFETY: the caller's contract.
+        unsafe { free_found(this, None, ptr, layout) };
         stats::note(
             Counter::ReturnedInScope,
             Some((Counter::ReturnedInScopeBytes, layout.size())),
@@ -525,16 +520,7 @@ impl<B: GlobalAlloc> ScopedGlobal<B> {
         let this = owner.0.cast::<ArenaCore>();
         // SAFETY: a registered owner is a live body's original pointer: the
         // buffer at `ptr` is live, so its arena is, for this call.
-        let arena = unsafe { &*this };
-        // A large buffer into this thread's heap or large slot, as
-        // allocator-api2's free does (the layout names its class).
-        if small.is_none() && arena.free_large_hit_at(ptr as usize, layout.size(), layout.align()) {
-            note_return(this, layout.size());
-            return;
-        }
-        // SAFETY: as above. A pointer that is not a live buffer start (a
-        // caller's bug) changes nothing.
-        unsafe { ArenaCore::free_by_addr(NonNull::new_unchecked(this), ptr as usize, small) };
+        unsafe { free_found(this, small, ptr, layout) };
         note_return(this, layout.size());
     }
 
@@ -597,6 +583,26 @@ impl<B: GlobalAlloc> ScopedGlobal<B> {
         unsafe { self.arena_dealloc(owner, small, ptr, layout) };
         fresh
     }
+}
+
+/// Frees the buffer at `ptr` of the arena at `this` (`small`: its run's
+/// class, if it is in one), counting nothing: a large buffer into this
+/// thread's heap or large slot, as allocator-api2's free does (the layout
+/// names its class), else by address.
+///
+/// # Safety
+/// `this` is the live body that owns `ptr`'s granule, and `ptr` a live
+/// buffer (the caller's, which keeps the body alive). A pointer that is
+/// not a live buffer start (a caller's bug) changes nothing.
+#[inline(always)]
+unsafe fn free_found(this: *mut ArenaCore, small: Option<usize>, ptr: *mut u8, layout: Layout) {
+    // SAFETY: the caller's contract: a live body.
+    let arena = unsafe { &*this };
+    if small.is_none() && arena.free_large_hit_at(ptr as usize, layout.size(), layout.align()) {
+        return;
+    }
+    // SAFETY: as above; `this` is a body's pointer, never null.
+    unsafe { ArenaCore::free_by_addr(NonNull::new_unchecked(this), ptr as usize, small) };
 }
 
 /// A small buffer of class `class` at `ptr`, in a run of the arena at
