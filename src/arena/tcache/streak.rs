@@ -26,6 +26,19 @@
 //! is; so is a short one, a bin's batch given and taken, where the
 //! buffers just flushed are the ones still in cache.
 //!
+//! A long streak that sweeps its addresses more than twice (buffers freed
+//! at random, a tree's children before their parents, every fifth buffer
+//! at a time) is sorted instead: the stack hands it out lowest address
+//! first. Left as it was, the next run got its buffers in the order they
+//! were freed, spread over every run of the class, and its writes and
+//! walks brought each cache line in once per sweep. mimalloc hands out a
+//! page's blocks in address order once the page is empty, whatever order
+//! they were freed in (docs/threads.md, stop 47). The sort groups the
+//! streak by run (256 KiB) in place, then puts each run's buffers in order
+//! through a bitmap of the run: linear in the streak, no room needed.
+//! Sorted entries lose their block (`NIL`), as a buffer freed by address
+//! has.
+//!
 //! Only addresses move, each with its block; the stamps stay where they
 //! are, so the free order the arena keeps is unchanged and its newest
 //! stamps still go first. Which buffer of a class carries which stamp is
@@ -34,30 +47,221 @@
 //! runs' pages a cap gives back can differ: the oldest stamps now sit on
 //! the buffers the streak hands out last, so a cap evicts those first.
 //!
-//! Pure logic over plain values: no atomics, no unsafe, no allocation.
+//! Pure logic over plain values: no atomics, no unsafe, no allocation
+//! (the sort's bitmap, 2 KiB, is on the stack).
 
+use super::super::blocks::NIL;
+use super::super::RUN_LEN;
 use super::bin::Slot;
+use crate::size_class::MIN_CAPACITY;
 
 /// Fewest pushes a streak must have before its order is looked at.
 pub(crate) const STREAK_MIN: usize = 64;
 
 /// Reorders the addresses of `s` (each with its block; the stamps stay)
-/// so that a stack taking from the end hands them back first in, first
-/// out, the leading falling run last, when `s` is at least
-/// [`STREAK_MIN`] long and at least two of every three of its entries lie
-/// below the entry [`TREND`] places on; returns whether it did.
-pub(crate) fn order(s: &mut [Slot]) -> bool {
+/// when it is at least [`STREAK_MIN`] long: sorted so that a stack taking
+/// from the end hands out the lowest address first, when it is at least
+/// [`SORT_MIN`] long and sweeps its address range more than twice (see
+/// [`Survey::sweeps_again`]); else, when at least two of every three of
+/// its entries lie below the entry [`TREND`] places on, so that the stack
+/// hands it back first in, first out, the leading falling run last.
+pub(crate) fn order(s: &mut [Slot]) -> Order {
     let n = s.len();
     if n < STREAK_MIN {
-        return false;
+        return Order::Kept;
     }
-    if 3 * rising_over(s, TREND) < 2 * (n - TREND) {
-        return false;
+    let v = survey(s);
+    if n >= SORT_MIN && v.sweeps_again() {
+        sort_by_address(s, &v);
+        return Order::Sorted;
+    }
+    if 3 * v.rising < 2 * (n - TREND) {
+        return Order::Kept;
     }
     let falling = s.windows(2).take_while(|w| w[0].addr > w[1].addr).count();
     let head = if falling >= HEAD_MIN { falling } else { 0 };
     reverse_addresses(&mut s[head..]);
-    true
+    Order::Reversed
+}
+
+/// What [`order`] did to a streak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Order {
+    /// Left as it was: short, or falling (a stack's order, which the
+    /// stack hands back in its allocation order), or neither rising nor
+    /// long enough to sort.
+    Kept,
+    /// It mostly rose in one sweep: it comes back first in, first out.
+    Reversed,
+    /// It swept its addresses more than twice: it comes back lowest
+    /// address first.
+    Sorted,
+}
+
+/// Fewest entries a streak must have to be sorted: fewer are a few bins'
+/// worth, which the caches hold in any order.
+const SORT_MIN: usize = 1024;
+
+/// The run an address lies in, by number (`RUN_LEN` is a power of two).
+fn run_of(addr: usize) -> usize {
+    addr >> RUN_LEN.trailing_zeros()
+}
+
+/// Buckets a sort groups runs into first: runs further apart than this
+/// share a bucket (their buffers stay together, interleaved, unsorted). A
+/// class's runs lie in a few 2 MiB regions, mostly within 64 MiB of each
+/// other.
+const BUCKETS: usize = 256;
+
+/// One pass over a streak: what [`order`] decides by, and what a sort
+/// needs.
+struct Survey {
+    /// Entries below the one [`TREND`] places on.
+    rising: usize,
+    /// The sum, over every entry below the one [`TREND`] places on, of
+    /// how far below, in [`MIN_CAPACITY`] steps (saturating).
+    climb: u64,
+    /// The lowest and highest address.
+    low: usize,
+    high: usize,
+    /// Entries per bucket, by run number modulo [`BUCKETS`].
+    counts: [usize; BUCKETS],
+}
+
+impl Survey {
+    /// Whether the streak climbs through its address range more than two
+    /// and a half times, [`TREND`] entries at a stride: the stride's climbs
+    /// of one sweep add up to `TREND` times the range, however each few
+    /// buffers are shuffled on the way (a node before its children, two
+    /// fields swapped). A streak of buffers freed at random climbs about
+    /// `n / 3` times; one freed in five strided passes five times; one
+    /// freed every second one last twice; one freed as it came once; one
+    /// freed in reverse (a stack) not at all.
+    ///
+    /// Why not from two: the next run writes its buffers in the order the
+    /// stack hands them out, and an order of `k` sweeps brings each line
+    /// in `k` times where the data outgrows the caches; a sort saves the
+    /// `k - 1` but costs about 9 ns a buffer (a survey, a grouping by run,
+    /// a bitmap per run). At two sweeps the sort cost more than it saved:
+    /// serde_json's tree (`examples/global_scope.rs`) frees its largest
+    /// class in two sweeps, and sorting it took 1.5-2 ms more per
+    /// iteration (docs/threads.md, stop 47).
+    fn sweeps_again(&self) -> bool {
+        let range = (self.high.saturating_sub(self.low) / MIN_CAPACITY) as u128;
+        2 * u128::from(self.climb) > 5 * TREND as u128 * range
+    }
+}
+
+fn survey(s: &[Slot]) -> Survey {
+    let mut v = Survey {
+        rising: 0,
+        climb: 0,
+        low: usize::MAX,
+        high: 0,
+        counts: [0; BUCKETS],
+    };
+    for (i, x) in s.iter().enumerate() {
+        v.low = v.low.min(x.addr);
+        v.high = v.high.max(x.addr);
+        v.counts[run_of(x.addr) % BUCKETS] += 1;
+        if let Some(y) = s.get(i + TREND) {
+            let up = y.addr.saturating_sub(x.addr);
+            v.rising += usize::from(up > 0);
+            v.climb = v.climb.saturating_add((up / MIN_CAPACITY) as u64);
+        }
+    }
+    v
+}
+
+/// Moves the addresses of `s` (each with its block; the stamps stay) so
+/// that a stack taking from the end hands out the lowest run's buffers
+/// first, then the next run's: buckets of runs laid out from the highest
+/// at the start to the lowest at the end, each filled in place by cycles
+/// of swaps (every entry moves once; no room needed); then each bucket
+/// of one run in address order ([`sort_run`]). A bucket of several runs
+/// (a bucket's width apart) stays in the order the swaps left.
+fn sort_by_address(s: &mut [Slot], v: &Survey) {
+    // A run's bucket, counted from the start: the lowest run's is last.
+    let lowest = run_of(v.low);
+    let bucket = |addr: usize| BUCKETS - 1 - ((run_of(addr) - lowest) % BUCKETS);
+    let mut next = [0usize; BUCKETS];
+    let mut end = [0usize; BUCKETS];
+    let mut at = 0;
+    for b in 0..BUCKETS {
+        // Bucket `b` holds the runs `lowest + (BUCKETS - 1 - b)` modulo BUCKETS.
+        let k = (lowest + (BUCKETS - 1 - b)) % BUCKETS;
+        next[b] = at;
+        at += v.counts[k];
+        end[b] = at;
+    }
+    for b in 0..BUCKETS {
+        while next[b] < end[b] {
+            let i = next[b];
+            let mut held = (s[i].addr, s[i].block);
+            let mut k = bucket(held.0);
+            while k != b {
+                // Into the next free place of its own bucket; carry on with
+                // what was there.
+                let j = next[k];
+                next[k] += 1;
+                let there = (s[j].addr, s[j].block);
+                (s[j].addr, s[j].block) = held;
+                held = there;
+                k = bucket(held.0);
+            }
+            (s[i].addr, s[i].block) = held;
+            next[b] += 1;
+        }
+    }
+    let mut start = 0;
+    for &e in &end {
+        if let Some(bucket) = s.get_mut(start..e) {
+            sort_run(bucket);
+        }
+        start = e;
+    }
+}
+
+/// Words of a bitmap with a bit for each [`MIN_CAPACITY`] bytes of a run.
+const RUN_WORDS: usize = RUN_LEN / MIN_CAPACITY / 64;
+
+/// Puts the addresses of `s`, buffers of one run, in falling order, so a
+/// stack taking from the end hands out the lowest first: a bit per
+/// buffer in a bitmap of the run (2 KiB, on the stack), read back from
+/// the top. Each entry loses its block (`NIL`, as a buffer freed by
+/// address has: the few that need it find it by address). Leaves `s` as
+/// it was when its buffers are not all of one run (runs a bucket apart)
+/// or one appears twice (never, while every free is of a live buffer).
+fn sort_run(s: &mut [Slot]) {
+    let Some(first) = s.first() else {
+        return;
+    };
+    let base = run_of(first.addr) << RUN_LEN.trailing_zeros();
+    let mut bits = [0u64; RUN_WORDS];
+    for x in s.iter() {
+        let off = x.addr.wrapping_sub(base);
+        if off >= RUN_LEN || off % MIN_CAPACITY != 0 {
+            return;
+        }
+        let k = off / MIN_CAPACITY;
+        let (word, bit) = (&mut bits[k / 64], 1u64 << (k % 64));
+        if *word & bit != 0 {
+            return;
+        }
+        *word |= bit;
+    }
+    let mut to = s.iter_mut();
+    for (w, &word) in bits.iter().enumerate().rev() {
+        let mut left = word;
+        while left != 0 {
+            let top = 63 - left.leading_zeros() as usize;
+            left &= !(1u64 << top);
+            if let Some(x) = to.next() {
+                x.addr = base + (w * 64 + top) * MIN_CAPACITY;
+                x.block = NIL;
+            }
+        }
+    }
 }
 
 /// How far apart two entries are compared to tell which way a streak
@@ -69,14 +273,6 @@ const TREND: usize = 8;
 /// Fewest falling steps at a streak's start taken for a bin's worth kept
 /// from the run before; fewer are the program's own order.
 const HEAD_MIN: usize = 4;
-
-/// How many entries of `s` lie below the entry `d` places after them.
-fn rising_over(s: &[Slot], d: usize) -> usize {
-    s.iter()
-        .zip(s.iter().skip(d))
-        .filter(|(a, b)| a.addr < b.addr)
-        .count()
-}
 
 /// Reverses the order of the addresses of `s`, each with its block.
 fn reverse_addresses(s: &mut [Slot]) {
@@ -115,7 +311,10 @@ mod tests {
     fn same_buffers_and_stamps(before: &[Slot], after: &[Slot]) {
         let stamps = |s: &[Slot]| s.iter().map(|x| x.stamp).collect::<Vec<_>>();
         assert_eq!(stamps(before), stamps(after), "stamps never move");
-        assert!(after.iter().all(|x| x.addr == 64 * x.block as usize));
+        // A sorted entry has lost its block (`NIL`).
+        assert!(after
+            .iter()
+            .all(|x| x.block == NIL || x.addr == 64 * x.block as usize));
         let (mut a, mut b) = (taken(before), taken(after));
         a.sort_unstable();
         b.sort_unstable();
@@ -127,7 +326,7 @@ mod tests {
         let ks: Vec<usize> = (0..200).collect();
         let before = streak(&ks);
         let mut s = before.clone();
-        assert!(order(&mut s));
+        assert_eq!(order(&mut s), Order::Reversed);
         same_buffers_and_stamps(&before, &s);
         assert_eq!(taken(&s), ks);
         // Not strictly rising: still in the order it was freed.
@@ -136,7 +335,7 @@ mod tests {
             .collect();
         let before = streak(&ks);
         let mut s = before.clone();
-        assert!(order(&mut s));
+        assert_eq!(order(&mut s), Order::Reversed);
         same_buffers_and_stamps(&before, &s);
         assert_eq!(taken(&s), ks);
     }
@@ -149,7 +348,7 @@ mod tests {
         ks.extend(0..436);
         let before = streak(&ks);
         let mut s = before.clone();
-        assert!(order(&mut s));
+        assert_eq!(order(&mut s), Order::Reversed);
         same_buffers_and_stamps(&before, &s);
         let want: Vec<usize> = (0..436).chain(468..500).collect();
         assert_eq!(taken(&s), want);
@@ -169,8 +368,109 @@ mod tests {
         }
         for ks in [falling, short, scrambled] {
             let mut s = streak(&ks);
-            assert!(!order(&mut s), "{ks:?}");
+            assert_eq!(order(&mut s), Order::Kept, "{ks:?}");
             assert_eq!(s, streak(&ks));
+        }
+    }
+
+    /// `v` shuffled, the same way for the same seed.
+    fn shuffled(mut v: Vec<usize>, seed: u64) -> Vec<usize> {
+        let mut x = 0x9E37_79B9_7F4A_7C15_u64 ^ seed;
+        for i in (1..v.len()).rev() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            v.swap(i, (x % (i as u64 + 1)) as usize);
+        }
+        v
+    }
+
+    /// Buffers a run holds at the 64-byte spacing of [`streak`].
+    const PER_RUN: usize = RUN_LEN / 64;
+
+    /// The runs of the buffers in the order they are taken.
+    fn taken_runs(s: &[Slot]) -> Vec<usize> {
+        taken(s).iter().map(|k| k / PER_RUN).collect()
+    }
+
+    #[test]
+    fn a_scattered_streak_comes_back_lowest_address_first() {
+        // 2 048 buffers of five runs, freed at random; then 2 048 of one run.
+        for ks in [
+            shuffled((0..5 * PER_RUN).step_by(10).collect(), 7),
+            shuffled((0..PER_RUN).step_by(2).collect(), 3),
+        ] {
+            let before = streak(&ks);
+            let mut s = before.clone();
+            assert_eq!(order(&mut s), Order::Sorted);
+            same_buffers_and_stamps(&before, &s);
+            assert!(s.iter().all(|x| x.block == NIL), "found by address now");
+            let got = taken(&s);
+            let mut want = ks.clone();
+            want.sort_unstable();
+            assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn runs_a_bucket_apart_come_back_together_before_the_next_bucket() {
+        // Runs 3 and 3 + BUCKETS share the first bucket; run 4 has the next.
+        let ks: Vec<usize> = [3, 3 + BUCKETS, 4]
+            .iter()
+            .flat_map(|r| (0..PER_RUN).step_by(8).map(move |j| r * PER_RUN + j))
+            .collect();
+        let before = streak(&shuffled(ks, 11));
+        let mut s = before.clone();
+        assert_eq!(order(&mut s), Order::Sorted);
+        same_buffers_and_stamps(&before, &s);
+        let runs = taken_runs(&s);
+        let first_of_4 = runs.iter().position(|&r| r == 4).unwrap();
+        assert_eq!(first_of_4, 2 * PER_RUN / 8, "the whole first bucket first");
+        let fourth = &taken(&s)[first_of_4..];
+        assert!(fourth.windows(2).all(|w| w[0] < w[1]), "run 4 in order");
+        assert!(fourth.iter().all(|&k| k / PER_RUN == 4));
+    }
+
+    #[test]
+    fn streaks_of_one_or_two_sweeps_are_not_sorted() {
+        let ks: Vec<usize> = (0..5 * PER_RUN).step_by(4).collect();
+        let falling: Vec<usize> = ks.iter().rev().copied().collect();
+        let mut s = streak(&falling);
+        assert_eq!(order(&mut s), Order::Kept, "a stack's order");
+        assert_eq!(s, streak(&falling));
+        // Every second one last: two rising sweeps, handed back as they came.
+        let two: Vec<usize> = ks
+            .iter()
+            .step_by(2)
+            .chain(ks.iter().skip(1).step_by(2))
+            .copied()
+            .collect();
+        let mut s = streak(&two);
+        assert_eq!(order(&mut s), Order::Reversed);
+        assert_eq!(taken(&s), two);
+        // Every third one at a time: three sweeps, sorted.
+        let three: Vec<usize> = (0..3)
+            .flat_map(|r| ks.iter().skip(r).step_by(3).copied())
+            .collect();
+        let mut s = streak(&three);
+        assert_eq!(order(&mut s), Order::Sorted);
+        assert_eq!(taken(&s), ks);
+    }
+
+    #[test]
+    fn runs_that_free_at_random_get_their_buffers_in_address_order() {
+        // 2 048 buffers, 256 to a run (eight runs), freed in a new random
+        // order each run. From the second run on, all but the bin's 32
+        // (handed out first) come in address order.
+        let (n, spacing) = (2048, RUN_LEN / 256);
+        let seed = core::cell::Cell::new(0);
+        let at_random = |o: &[usize]| {
+            seed.set(seed.get() + 1);
+            shuffled(o.to_vec(), seed.get())
+        };
+        let orders = spaced_runs(n, spacing, if cfg!(miri) { 3 } else { 50 }, at_random);
+        for (r, o) in orders.iter().enumerate().skip(1) {
+            assert!(o[32..].windows(2).all(|w| w[0] < w[1]), "run {r}");
         }
     }
 
@@ -182,6 +482,16 @@ mod tests {
     /// kept, the rest flushed) and a depot list ordered by [`order`] at its
     /// first take: each run's allocation order.
     fn runs(n: usize, runs: usize, free_order: impl Fn(&[usize]) -> Vec<usize>) -> Vec<Vec<usize>> {
+        spaced_runs(n, 64, runs, free_order)
+    }
+
+    /// [`runs`] with buffer `k` at address `spacing * k`.
+    fn spaced_runs(
+        n: usize,
+        spacing: usize,
+        runs: usize,
+        free_order: impl Fn(&[usize]) -> Vec<usize>,
+    ) -> Vec<Vec<usize>> {
         let mut bin: Vec<Slot> = Vec::new();
         let mut depot: Vec<Slot> = Vec::new();
         let mut stamp = 0u64;
@@ -191,7 +501,7 @@ mod tests {
             for k in free_order(&order_now) {
                 stamp += 1;
                 bin.push(Slot {
-                    addr: 64 * k,
+                    addr: spacing * k,
                     block: k as u32,
                     stamp,
                 });
@@ -204,11 +514,11 @@ mod tests {
             // from its end.
             let mut next = Vec::new();
             while let Some(x) = bin.pop() {
-                next.push(x.addr / 64);
+                next.push(x.addr / spacing);
             }
             order(&mut depot);
             while let Some(x) = depot.pop() {
-                next.push(x.addr / 64);
+                next.push(x.addr / spacing);
             }
             order_now = next;
         }
