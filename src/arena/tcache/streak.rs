@@ -72,7 +72,7 @@ pub(crate) fn order(s: &mut [Slot]) -> Order {
     }
     let v = survey(s);
     if n >= SORT_MIN && v.sweeps_again() {
-        sort_by_address(s, &v);
+        sort_by_address(s);
         return Order::Sorted;
     }
     if 3 * v.rising < 2 * (n - TREND) {
@@ -113,19 +113,17 @@ fn run_of(addr: usize) -> usize {
 /// other.
 const BUCKETS: usize = 256;
 
-/// One pass over a streak: what [`order`] decides by, and what a sort
-/// needs.
+/// One pass over a streak: what [`order`] decides by.
 struct Survey {
     /// Entries below the one [`TREND`] places on.
     rising: usize,
     /// The sum, over every entry below the one [`TREND`] places on, of
-    /// how far below, in [`MIN_CAPACITY`] steps (saturating).
+    /// how far below, in [`MIN_CAPACITY`] steps, each step at most
+    /// [`STEP_MAX`]: estimated from every [`SAMPLE`]-th entry.
     climb: u64,
-    /// The lowest and highest address.
+    /// The lowest and highest address of the sampled entries.
     low: usize,
     high: usize,
-    /// Entries per bucket, by run number modulo [`BUCKETS`].
-    counts: [usize; BUCKETS],
 }
 
 impl Survey {
@@ -152,25 +150,33 @@ impl Survey {
     }
 }
 
+/// How often the survey samples the climbs and the range: every
+/// `SAMPLE`-th entry. One sweep's climbs are alike along it, so a sample
+/// sums to about a `SAMPLE`-th; the count of rising entries, which decides
+/// a reversal, takes every entry (it is cheaper).
+const SAMPLE: usize = 4;
+
+/// The largest climb one step adds, in [`MIN_CAPACITY`] steps (256 MiB):
+/// the sum cannot overflow for any streak a list could hold.
+const STEP_MAX: usize = 1 << 24;
+
 fn survey(s: &[Slot]) -> Survey {
-    let mut v = Survey {
-        rising: 0,
-        climb: 0,
-        low: usize::MAX,
-        high: 0,
-        counts: [0; BUCKETS],
-    };
-    for (i, x) in s.iter().enumerate() {
-        v.low = v.low.min(x.addr);
-        v.high = v.high.max(x.addr);
-        v.counts[run_of(x.addr) % BUCKETS] += 1;
-        if let Some(y) = s.get(i + TREND) {
-            let up = y.addr.saturating_sub(x.addr);
-            v.rising += usize::from(up > 0);
-            v.climb = v.climb.saturating_add((up / MIN_CAPACITY) as u64);
+    // One pass: the list outgrows the caches, and a second pass read it
+    // from memory again.
+    let (mut rising, mut climb, mut low, mut high) = (0, 0u64, usize::MAX, 0);
+    for (i, (x, y)) in s.iter().zip(s.iter().skip(TREND)).enumerate() {
+        rising += usize::from(x.addr < y.addr);
+        if i % SAMPLE == 0 {
+            climb += (y.addr.saturating_sub(x.addr) / MIN_CAPACITY).min(STEP_MAX) as u64;
+            (low, high) = (low.min(x.addr), high.max(x.addr));
         }
     }
-    v
+    Survey {
+        rising,
+        climb: climb.saturating_mul(SAMPLE as u64),
+        low,
+        high,
+    }
 }
 
 /// Moves the addresses of `s` (each with its block; the stamps stay) so
@@ -180,9 +186,17 @@ fn survey(s: &[Slot]) -> Survey {
 /// of swaps (every entry moves once; no room needed); then each bucket
 /// of one run in address order ([`sort_run`]). A bucket of several runs
 /// (a bucket's width apart) stays in the order the swaps left.
-fn sort_by_address(s: &mut [Slot], v: &Survey) {
+#[inline(never)]
+fn sort_by_address(s: &mut [Slot]) {
+    // Entries per bucket, by run number modulo BUCKETS, and the lowest.
+    let mut counts = [0usize; BUCKETS];
+    let mut low = usize::MAX;
+    for x in s.iter() {
+        counts[run_of(x.addr) % BUCKETS] += 1;
+        low = low.min(x.addr);
+    }
     // A run's bucket, counted from the start: the lowest run's is last.
-    let lowest = run_of(v.low);
+    let lowest = run_of(low);
     let bucket = |addr: usize| BUCKETS - 1 - ((run_of(addr) - lowest) % BUCKETS);
     let mut next = [0usize; BUCKETS];
     let mut end = [0usize; BUCKETS];
@@ -191,7 +205,7 @@ fn sort_by_address(s: &mut [Slot], v: &Survey) {
         // Bucket `b` holds the runs `lowest + (BUCKETS - 1 - b)` modulo BUCKETS.
         let k = (lowest + (BUCKETS - 1 - b)) % BUCKETS;
         next[b] = at;
-        at += v.counts[k];
+        at += counts[k];
         end[b] = at;
     }
     for b in 0..BUCKETS {
