@@ -678,3 +678,67 @@ fn a_run_freed_in_allocation_order_gets_its_buffers_rising_run_after_run() {
         assert_eq!((s.cold_allocations, s.live_buffers), (n as u64, 0));
     }
 }
+
+/// A run that frees its small buffers in a scattered order (at random,
+/// or every third one at a time) gets them back lowest address first in
+/// the next run, past the bin's 32 (`streak.rs`), whether it frees by
+/// handle or by address (allocator-api2); the arena's counts and its
+/// invariants hold throughout.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "minutes under Miri; the sort is safe code, and its Miri tests are in streak.rs"
+)]
+fn a_run_freed_in_a_scattered_order_gets_its_buffers_in_address_order() {
+    use allocator_api2::alloc::{Allocator, Layout};
+    use core::ptr::NonNull;
+    let n = 6000;
+    let l = Layout::from_size_align(96, 8).unwrap();
+    for (shape, by_address) in [(0, false), (0, true), (1, false), (1, true)] {
+        let a = arena();
+        let mut x = 0x2545_F491_4F6C_DD1D_u64 + shape;
+        for run in 0..3 {
+            let mut handles = Vec::new();
+            let mut ptrs = Vec::new();
+            for _ in 0..n {
+                if by_address {
+                    ptrs.push(Allocator::allocate(&a, l).unwrap().cast::<u8>());
+                } else {
+                    let b = a.allocate(96, 8).unwrap();
+                    ptrs.push(NonNull::new(b.as_ptr().cast_mut()).unwrap());
+                    handles.push(Some(b));
+                }
+            }
+            if run > 0 {
+                // The bin's 32 from the run before first; then rising.
+                assert!(
+                    ptrs[32..].windows(2).all(|w| w[0] < w[1]),
+                    "shape {shape} by address {by_address} run {run}"
+                );
+            }
+            let order: Vec<usize> = if shape == 0 {
+                let mut o: Vec<usize> = (0..n).collect();
+                for i in (1..n).rev() {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    o.swap(i, (x % (i as u64 + 1)) as usize);
+                }
+                o
+            } else {
+                (0..3).flat_map(|r| (r..n).step_by(3)).collect()
+            };
+            for i in order {
+                if by_address {
+                    // SAFETY: each buffer is live and freed once, with its layout.
+                    unsafe { Allocator::deallocate(&a, ptrs[i], l) };
+                } else {
+                    drop(handles[i].take());
+                }
+            }
+            a.core.lock().check().unwrap();
+        }
+        let s = a.stats();
+        assert_eq!((s.cold_allocations, s.live_buffers), (n as u64, 0));
+    }
+}
