@@ -24,8 +24,10 @@
 //!
 //! A long streak of pushes that mostly rises (a run's buffers freed in
 //! about the order a fresh carve handed them out) comes back first in,
-//! first out, not reversed: the first take after it reorders its
-//! addresses, leaving the stamps in place (`streak.rs`).
+//! first out, not reversed; one that sweeps its addresses more than twice
+//! comes back lowest address first: the first take after it reorders its
+//! addresses, leaving the stamps in place (`streak.rs`). The sort's
+//! bitmaps have room reserved as runs are made (2 KiB a 256 KiB run).
 
 use super::bin::Slot;
 use super::streak;
@@ -41,6 +43,12 @@ pub(crate) struct Depot {
     /// Per class, the buffers its list must have room for: every block of
     /// the class carved so far.
     blocks: [usize; SMALL_CLASSES],
+    /// Scratch for sorting a streak (`streak.rs`): capacity for a bitmap
+    /// of every run the arena made, reserved as each is made, so a sort
+    /// never allocates. Its contents mean nothing between takes.
+    sort_room: Vec<u64>,
+    /// Runs `sort_room` has capacity for.
+    runs: usize,
     bytes: usize,
     buffers: usize,
 }
@@ -51,6 +59,8 @@ impl Default for Depot {
             lists: [const { Vec::new() }; SMALL_CLASSES],
             streaks: [0; SMALL_CLASSES],
             blocks: [0; SMALL_CLASSES],
+            sort_room: Vec::new(),
+            runs: 0,
             bytes: 0,
             buffers: 0,
         }
@@ -67,6 +77,18 @@ impl Depot {
         // the list holds now (`try_reserve` counts from its length).
         l.try_reserve(*n + 1 - l.len()).map_err(|_| ())?;
         *n += 1;
+        Ok(())
+    }
+
+    /// Makes room for one more run's bitmap in the sort's scratch (the
+    /// arena is about to make a run, a cold path).
+    pub(crate) fn reserve_run(&mut self) -> Result<(), ()> {
+        let words = (self.runs + 1) * streak::RUN_WORDS;
+        // `try_reserve` counts from the length, which is at most the words
+        // of the runs reserved before.
+        let more = words.saturating_sub(self.sort_room.len());
+        self.sort_room.try_reserve(more).map_err(|_| ())?;
+        self.runs += 1;
         Ok(())
     }
 
@@ -94,7 +116,7 @@ impl Depot {
             return;
         };
         if let Some(s) = l.get_mut(from..) {
-            streak::order(s);
+            streak::order(s, &mut self.sort_room);
         }
     }
 
@@ -244,6 +266,7 @@ const LINE: usize = 64;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::arena::blocks::NIL;
 
     #[test]
     fn the_lines_of_a_range_run_from_its_first_line_to_its_last() {
@@ -277,6 +300,44 @@ mod tests {
         assert_eq!(d.pop(2).map(|s| s.block), Some(151));
         assert_eq!(d.pop(2).map(|s| s.block), Some(150));
         assert_eq!(d.pop(2).map(|s| s.block), Some(16));
+    }
+
+    #[test]
+    fn a_scattered_streak_is_sorted_in_the_room_reserved_for_its_runs() {
+        let mut d = Depot::default();
+        for _ in 0..4 {
+            d.reserve_run().unwrap();
+        }
+        let cap = d.sort_room.capacity();
+        assert!(cap >= 4 * streak::RUN_WORDS);
+        // 2 048 buffers of 128 B in four runs, freed at random.
+        let base = 64 * crate::arena::RUN_LEN;
+        let mut ks: Vec<usize> = (0..2048).map(|k| 4 * k).collect();
+        let mut x = 0x9E37_79B9_7F4A_7C15_u64;
+        for i in (1..ks.len()).rev() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            ks.swap(i, (x % (i as u64 + 1)) as usize);
+        }
+        let streak: Vec<Slot> = ks
+            .iter()
+            .enumerate()
+            .map(|(i, &k)| Slot {
+                addr: base + 128 * k,
+                block: NIL,
+                stamp: i as u64,
+            })
+            .collect();
+        for _ in 0..streak.len() {
+            d.reserve_one(3).unwrap();
+        }
+        assert!(d.push_all(3, &streak));
+        let mut got = vec![];
+        while d.take_newest(3, 16, None, |s| got.extend(s.iter().rev().map(|x| x.addr))) > 0 {}
+        let want: Vec<usize> = (0..2048).map(|k| base + 512 * k).collect();
+        assert_eq!(got, want, "lowest address first");
+        assert_eq!(d.sort_room.capacity(), cap, "nothing allocated");
     }
 
     fn slot(k: usize) -> Slot {

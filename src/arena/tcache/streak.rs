@@ -33,11 +33,13 @@
 //! were freed, spread over every run of the class, and its writes and
 //! walks brought each cache line in once per sweep. mimalloc hands out a
 //! page's blocks in address order once the page is empty, whatever order
-//! they were freed in (docs/threads.md, stop 47). The sort groups the
-//! streak by run (256 KiB) in place, then puts each run's buffers in order
-//! through a bitmap of the run: linear in the streak, no room needed.
-//! Sorted entries lose their block (`NIL`), as a buffer freed by address
-//! has.
+//! they were freed in (docs/threads.md, stop 47). The sort sets a bit per
+//! buffer in a bitmap per run (256 KiB) the streak touches, kept in room
+//! the depot reserves as the arena makes runs, and reads them back:
+//! linear in the streak, nothing allocated. Where that does not serve
+//! (runs 64 MiB or more apart share a bucket) it groups the streak by run
+//! in place and sorts each run through a bitmap on the stack. Sorted
+//! entries lose their block (`NIL`), as a buffer freed by address has.
 //!
 //! Only addresses move, each with its block; the stamps stay where they
 //! are, so the free order the arena keeps is unchanged and its newest
@@ -48,7 +50,8 @@
 //! the buffers the streak hands out last, so a cap evicts those first.
 //!
 //! Pure logic over plain values: no atomics, no unsafe, no allocation
-//! (the sort's bitmap, 2 KiB, is on the stack).
+//! (the sort's bitmaps are in the caller's room, used within its
+//! capacity, or one of 2 KiB on the stack).
 
 use super::super::blocks::NIL;
 use super::super::RUN_LEN;
@@ -65,14 +68,16 @@ pub(crate) const STREAK_MIN: usize = 64;
 /// [`Survey::sweeps_again`]); else, when at least two of every three of
 /// its entries lie below the entry [`TREND`] places on, so that the stack
 /// hands it back first in, first out, the leading falling run last.
-pub(crate) fn order(s: &mut [Slot]) -> Order {
+/// `room` is scratch for the sort's bitmaps, used within its capacity
+/// only (see [`sort_by_address`]).
+pub(crate) fn order(s: &mut [Slot], room: &mut Vec<u64>) -> Order {
     let n = s.len();
     if n < STREAK_MIN {
         return Order::Kept;
     }
     let v = survey(s);
     if n >= SORT_MIN && v.sweeps_again() {
-        sort_by_address(s);
+        sort_by_address(s, room);
         return Order::Sorted;
     }
     if 3 * v.rising < 2 * (n - TREND) {
@@ -180,14 +185,15 @@ fn survey(s: &[Slot]) -> Survey {
 }
 
 /// Moves the addresses of `s` (each with its block; the stamps stay) so
-/// that a stack taking from the end hands out the lowest run's buffers
-/// first, then the next run's: buckets of runs laid out from the highest
-/// at the start to the lowest at the end, each filled in place by cycles
-/// of swaps (every entry moves once; no room needed); then each bucket
-/// of one run in address order ([`sort_run`]). A bucket of several runs
-/// (a bucket's width apart) stays in the order the swaps left.
+/// that a stack taking from the end hands out the lowest address first.
+/// Through a bitmap per run in `room` when it has the capacity
+/// ([`sort_through_bitmaps`]); else in place: buckets of runs laid out
+/// from the highest at the start to the lowest at the end, each filled by
+/// cycles of swaps (every entry moves once), then each bucket of one run
+/// in address order ([`sort_run`]). A bucket of several runs (a bucket's
+/// width apart) stays in the order the swaps left.
 #[inline(never)]
-fn sort_by_address(s: &mut [Slot]) {
+fn sort_by_address(s: &mut [Slot], room: &mut Vec<u64>) {
     // Entries per bucket, by run number modulo BUCKETS, and the lowest.
     let mut counts = [0usize; BUCKETS];
     let mut low = usize::MAX;
@@ -195,8 +201,11 @@ fn sort_by_address(s: &mut [Slot]) {
         counts[run_of(x.addr) % BUCKETS] += 1;
         low = low.min(x.addr);
     }
-    // A run's bucket, counted from the start: the lowest run's is last.
     let lowest = run_of(low);
+    if sort_through_bitmaps(s, &counts, lowest, room) {
+        return;
+    }
+    // A run's bucket, counted from the start: the lowest run's is last.
     let bucket = |addr: usize| BUCKETS - 1 - ((run_of(addr) - lowest) % BUCKETS);
     let mut next = [0usize; BUCKETS];
     let mut end = [0usize; BUCKETS];
@@ -237,7 +246,80 @@ fn sort_by_address(s: &mut [Slot]) {
 }
 
 /// Words of a bitmap with a bit for each [`MIN_CAPACITY`] bytes of a run.
-const RUN_WORDS: usize = RUN_LEN / MIN_CAPACITY / 64;
+pub(crate) const RUN_WORDS: usize = RUN_LEN / MIN_CAPACITY / 64;
+
+/// Sorts `s` as [`sort_by_address`] does through one bitmap per run it
+/// touches, kept in `room` (the depot's, with room for one per run the
+/// arena made, so nothing is allocated): a pass setting a bit per buffer,
+/// a pass reading the bitmaps back from the top. Three passes in order
+/// over the entries in all (the counts were one), where grouping in place
+/// swaps each entry into a bucket picked by the one before it, a chain of
+/// loads the core cannot run ahead on (about twice the time).
+///
+/// `false`, with `s` as it was, when `room` has not the capacity, when
+/// two runs share a bucket (`counts` are by run number modulo
+/// [`BUCKETS`]), or when an address appears twice or off the 16-byte grid
+/// (never, while every free is of a live buffer).
+fn sort_through_bitmaps(
+    s: &mut [Slot],
+    counts: &[usize; BUCKETS],
+    lowest: usize,
+    room: &mut Vec<u64>,
+) -> bool {
+    // Each non-empty bucket's bitmap, lowest run first.
+    let mut place = [0u16; BUCKETS];
+    let mut runs = 0;
+    for rel in 0..BUCKETS {
+        let k = (lowest + rel) % BUCKETS;
+        if counts[k] > 0 {
+            place[k] = runs as u16;
+            runs += 1;
+        }
+    }
+    let words = runs * RUN_WORDS;
+    if words > room.capacity() {
+        return false;
+    }
+    room.clear();
+    room.resize(words, 0);
+    // The run each bitmap is for.
+    let mut run_at = [usize::MAX; BUCKETS];
+    for x in s.iter() {
+        let r = run_of(x.addr);
+        let p = usize::from(place[r % BUCKETS]);
+        if run_at[p] == usize::MAX {
+            run_at[p] = r;
+        } else if run_at[p] != r {
+            return false;
+        }
+        let off = x.addr - (r << RUN_LEN.trailing_zeros());
+        if off % MIN_CAPACITY != 0 {
+            return false;
+        }
+        let k = off / MIN_CAPACITY;
+        let (word, bit) = (&mut room[p * RUN_WORDS + k / 64], 1u64 << (k % 64));
+        if *word & bit != 0 {
+            return false;
+        }
+        *word |= bit;
+    }
+    let mut to = s.iter_mut();
+    for p in (0..runs).rev() {
+        let base = run_at[p] << RUN_LEN.trailing_zeros();
+        for w in (0..RUN_WORDS).rev() {
+            let mut left = room[p * RUN_WORDS + w];
+            while left != 0 {
+                let top = 63 - left.leading_zeros() as usize;
+                left &= !(1u64 << top);
+                if let Some(x) = to.next() {
+                    x.addr = base + (w * 64 + top) * MIN_CAPACITY;
+                    x.block = NIL;
+                }
+            }
+        }
+    }
+    true
+}
 
 /// Puts the addresses of `s`, buffers of one run, in falling order, so a
 /// stack taking from the end hands out the lowest first: a bit per
@@ -340,7 +422,7 @@ mod tests {
         let ks: Vec<usize> = (0..200).collect();
         let before = streak(&ks);
         let mut s = before.clone();
-        assert_eq!(order(&mut s), Order::Reversed);
+        assert_eq!(order(&mut s, &mut room()), Order::Reversed);
         same_buffers_and_stamps(&before, &s);
         assert_eq!(taken(&s), ks);
         // Not strictly rising: still in the order it was freed.
@@ -349,7 +431,7 @@ mod tests {
             .collect();
         let before = streak(&ks);
         let mut s = before.clone();
-        assert_eq!(order(&mut s), Order::Reversed);
+        assert_eq!(order(&mut s, &mut room()), Order::Reversed);
         same_buffers_and_stamps(&before, &s);
         assert_eq!(taken(&s), ks);
     }
@@ -362,7 +444,7 @@ mod tests {
         ks.extend(0..436);
         let before = streak(&ks);
         let mut s = before.clone();
-        assert_eq!(order(&mut s), Order::Reversed);
+        assert_eq!(order(&mut s, &mut room()), Order::Reversed);
         same_buffers_and_stamps(&before, &s);
         let want: Vec<usize> = (0..436).chain(468..500).collect();
         assert_eq!(taken(&s), want);
@@ -382,7 +464,7 @@ mod tests {
         }
         for ks in [falling, short, scrambled] {
             let mut s = streak(&ks);
-            assert_eq!(order(&mut s), Order::Kept, "{ks:?}");
+            assert_eq!(order(&mut s, &mut room()), Order::Kept, "{ks:?}");
             assert_eq!(s, streak(&ks));
         }
     }
@@ -397,6 +479,12 @@ mod tests {
             v.swap(i, (x % (i as u64 + 1)) as usize);
         }
         v
+    }
+
+    /// Room for the bitmaps of as many runs as there are buckets: what a
+    /// depot reserves once the arena has made that many runs.
+    fn room() -> Vec<u64> {
+        Vec::with_capacity(BUCKETS * RUN_WORDS)
     }
 
     /// Buffers a run holds at the 64-byte spacing of [`streak`].
@@ -416,13 +504,17 @@ mod tests {
         ] {
             let before = streak(&ks);
             let mut s = before.clone();
-            assert_eq!(order(&mut s), Order::Sorted);
+            assert_eq!(order(&mut s, &mut room()), Order::Sorted);
             same_buffers_and_stamps(&before, &s);
             assert!(s.iter().all(|x| x.block == NIL), "found by address now");
             let got = taken(&s);
             let mut want = ks.clone();
             want.sort_unstable();
             assert_eq!(got, want);
+            // Without room for the bitmaps: grouped in place, the same order.
+            let mut t = before.clone();
+            assert_eq!(order(&mut t, &mut Vec::new()), Order::Sorted);
+            assert_eq!(t, s);
         }
     }
 
@@ -434,8 +526,9 @@ mod tests {
             .flat_map(|r| (0..PER_RUN).step_by(8).map(move |j| r * PER_RUN + j))
             .collect();
         let before = streak(&shuffled(ks, 11));
+        // The bitmaps refuse a bucket of two runs; grouping in place serves.
         let mut s = before.clone();
-        assert_eq!(order(&mut s), Order::Sorted);
+        assert_eq!(order(&mut s, &mut room()), Order::Sorted);
         same_buffers_and_stamps(&before, &s);
         let runs = taken_runs(&s);
         let first_of_4 = runs.iter().position(|&r| r == 4).unwrap();
@@ -452,7 +545,7 @@ mod tests {
         let ks: Vec<usize> = (0..5 * PER_RUN).step_by(step).collect();
         let falling: Vec<usize> = ks.iter().rev().copied().collect();
         let mut s = streak(&falling);
-        assert_eq!(order(&mut s), Order::Kept, "a stack's order");
+        assert_eq!(order(&mut s, &mut room()), Order::Kept, "a stack's order");
         assert_eq!(s, streak(&falling));
         // Every second one last: two rising sweeps, handed back as they came.
         let two: Vec<usize> = ks
@@ -462,14 +555,14 @@ mod tests {
             .copied()
             .collect();
         let mut s = streak(&two);
-        assert_eq!(order(&mut s), Order::Reversed);
+        assert_eq!(order(&mut s, &mut room()), Order::Reversed);
         assert_eq!(taken(&s), two);
         // Every third one at a time: three sweeps, sorted.
         let three: Vec<usize> = (0..3)
             .flat_map(|r| ks.iter().skip(r).step_by(3).copied())
             .collect();
         let mut s = streak(&three);
-        assert_eq!(order(&mut s), Order::Sorted);
+        assert_eq!(order(&mut s, &mut room()), Order::Sorted);
         assert_eq!(taken(&s), ks);
     }
 
@@ -532,7 +625,7 @@ mod tests {
             while let Some(x) = bin.pop() {
                 next.push(x.addr / spacing);
             }
-            order(&mut depot);
+            order(&mut depot, &mut room());
             while let Some(x) = depot.pop() {
                 next.push(x.addr / spacing);
             }
