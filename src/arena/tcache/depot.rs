@@ -312,14 +312,7 @@ mod tests {
         assert!(cap >= 4 * streak::RUN_WORDS);
         // 2 048 buffers of 128 B in four runs, freed at random.
         let base = 64 * crate::arena::RUN_LEN;
-        let mut ks: Vec<usize> = (0..2048).map(|k| 4 * k).collect();
-        let mut x = 0x9E37_79B9_7F4A_7C15_u64;
-        for i in (1..ks.len()).rev() {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            ks.swap(i, (x % (i as u64 + 1)) as usize);
-        }
+        let ks = streak::tests::shuffled((0..2048).map(|k| 4 * k).collect(), 5);
         let streak: Vec<Slot> = ks
             .iter()
             .enumerate()

@@ -144,11 +144,11 @@ impl Survey {
     /// Why not from two: the next run writes its buffers in the order the
     /// stack hands them out, and an order of `k` sweeps brings each line
     /// in `k` times where the data outgrows the caches; a sort saves the
-    /// `k - 1` but costs about 9 ns a buffer (a survey, a grouping by run,
-    /// a bitmap per run). At two sweeps the sort cost more than it saved:
+    /// `k - 1` but costs about 4 ns a buffer (the survey, a count, the
+    /// bitmaps set and read back). At two sweeps it did not pay:
     /// serde_json's tree (`examples/global_scope.rs`) frees its largest
-    /// class in two sweeps, and sorting it took 1.5-2 ms more per
-    /// iteration (docs/threads.md, stop 47).
+    /// class in two sweeps, and sorting it gave its walk nothing and took
+    /// 1.5-2 ms more an iteration (docs/threads.md, stop 47).
     fn sweeps_again(&self) -> bool {
         let range = (self.high.saturating_sub(self.low) / MIN_CAPACITY) as u128;
         2 * u128::from(self.climb) > 5 * TREND as u128 * range
@@ -293,30 +293,14 @@ fn sort_through_bitmaps(
             return false;
         }
         let off = x.addr - (r << RUN_LEN.trailing_zeros());
-        if off % MIN_CAPACITY != 0 {
+        let bits = room.get_mut(p * RUN_WORDS..(p + 1) * RUN_WORDS);
+        if !bits.is_some_and(|b| mark(b, off)) {
             return false;
         }
-        let k = off / MIN_CAPACITY;
-        let (word, bit) = (&mut room[p * RUN_WORDS + k / 64], 1u64 << (k % 64));
-        if *word & bit != 0 {
-            return false;
-        }
-        *word |= bit;
     }
     let mut to = s.iter_mut();
-    for p in (0..runs).rev() {
-        let base = run_at[p] << RUN_LEN.trailing_zeros();
-        for w in (0..RUN_WORDS).rev() {
-            let mut left = room[p * RUN_WORDS + w];
-            while left != 0 {
-                let top = 63 - left.leading_zeros() as usize;
-                left &= !(1u64 << top);
-                if let Some(x) = to.next() {
-                    x.addr = base + (w * 64 + top) * MIN_CAPACITY;
-                    x.block = NIL;
-                }
-            }
-        }
+    for (p, bits) in room.chunks_exact(RUN_WORDS).enumerate().rev() {
+        read_back(bits, run_at[p] << RUN_LEN.trailing_zeros(), &mut to);
     }
     true
 }
@@ -334,19 +318,35 @@ fn sort_run(s: &mut [Slot]) {
     };
     let base = run_of(first.addr) << RUN_LEN.trailing_zeros();
     let mut bits = [0u64; RUN_WORDS];
-    for x in s.iter() {
-        let off = x.addr.wrapping_sub(base);
-        if off >= RUN_LEN || off % MIN_CAPACITY != 0 {
-            return;
-        }
-        let k = off / MIN_CAPACITY;
-        let (word, bit) = (&mut bits[k / 64], 1u64 << (k % 64));
-        if *word & bit != 0 {
-            return;
-        }
-        *word |= bit;
+    if !s.iter().all(|x| mark(&mut bits, x.addr.wrapping_sub(base))) {
+        return;
     }
-    let mut to = s.iter_mut();
+    read_back(&bits, base, &mut s.iter_mut());
+}
+
+/// Sets the bit of the buffer `off` bytes into a run in `bits`, the run's
+/// bitmap; `false` (nothing set) when `off` is past the run or off the
+/// 16-byte grid, or its bit is set already.
+fn mark(bits: &mut [u64], off: usize) -> bool {
+    if off >= RUN_LEN || off % MIN_CAPACITY != 0 {
+        return false;
+    }
+    let k = off / MIN_CAPACITY;
+    let Some(word) = bits.get_mut(k / 64) else {
+        return false;
+    };
+    let bit = 1u64 << (k % 64);
+    if *word & bit != 0 {
+        return false;
+    }
+    *word |= bit;
+    true
+}
+
+/// Writes the addresses whose bits are set in `bits`, the bitmap of the
+/// run at `base`, highest first, into the entries `to` yields, each
+/// without its block (`NIL`).
+fn read_back<'a>(bits: &[u64], base: usize, to: &mut impl Iterator<Item = &'a mut Slot>) {
     for (w, &word) in bits.iter().enumerate().rev() {
         let mut left = word;
         while left != 0 {
@@ -381,7 +381,7 @@ fn reverse_addresses(s: &mut [Slot]) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A streak whose `i`-th entry is the buffer `k = ks[i]` (address
@@ -454,14 +454,7 @@ mod tests {
     fn a_falling_short_or_unordered_streak_is_left_as_it_was() {
         let falling: Vec<usize> = (0..200).rev().collect();
         let short: Vec<usize> = (0..STREAK_MIN - 1).collect();
-        let mut scrambled: Vec<usize> = (0..200).collect();
-        let mut x = 0x9E37_79B9_7F4A_7C15_u64;
-        for i in (1..scrambled.len()).rev() {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            scrambled.swap(i, (x % (i as u64 + 1)) as usize);
-        }
+        let scrambled = shuffled((0..200).collect(), 0);
         for ks in [falling, short, scrambled] {
             let mut s = streak(&ks);
             assert_eq!(order(&mut s, &mut room()), Order::Kept, "{ks:?}");
@@ -470,7 +463,7 @@ mod tests {
     }
 
     /// `v` shuffled, the same way for the same seed.
-    fn shuffled(mut v: Vec<usize>, seed: u64) -> Vec<usize> {
+    pub(crate) fn shuffled(mut v: Vec<usize>, seed: u64) -> Vec<usize> {
         let mut x = 0x9E37_79B9_7F4A_7C15_u64 ^ seed;
         for i in (1..v.len()).rev() {
             x ^= x << 13;
