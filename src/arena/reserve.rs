@@ -211,8 +211,12 @@ impl ArenaState {
         if r == NIL || self.runs[r as usize].carved + cap > self.runs[r as usize].len {
             self.runs.try_reserve(1).map_err(|_| NO_ROOM(cap))?;
             self.run_index.reserve(cap).map_err(|_| NO_ROOM(cap))?;
-            // The depot's sort has a bitmap's room for every run (`tcache/streak.rs`).
-            self.depot.reserve_run().map_err(|_| NO_ROOM(cap))?;
+            // The depot's sort has a bitmap's room for every run, the new
+            // one too (`tcache/streak.rs`; the list's segments get one each
+            // they do not need, 2 KiB a 32 MiB segment).
+            self.depot
+                .reserve_runs(self.runs.len() + 1)
+                .map_err(|_| NO_ROOM(cap))?;
             let base = self.cut_run(cap, os)?;
             // The run's granules name its class too (a free finds it by
             // address). They are the region's, registered already, so this

@@ -47,8 +47,6 @@ pub(crate) struct Depot {
     /// of every run the arena made, reserved as each is made, so a sort
     /// never allocates. Its contents mean nothing between takes.
     sort_room: Vec<u64>,
-    /// Runs `sort_room` has capacity for.
-    runs: usize,
     bytes: usize,
     buffers: usize,
 }
@@ -60,7 +58,6 @@ impl Default for Depot {
             streaks: [0; SMALL_CLASSES],
             blocks: [0; SMALL_CLASSES],
             sort_room: Vec::new(),
-            runs: 0,
             bytes: 0,
             buffers: 0,
         }
@@ -80,16 +77,14 @@ impl Depot {
         Ok(())
     }
 
-    /// Makes room for one more run's bitmap in the sort's scratch (the
-    /// arena is about to make a run, a cold path).
-    pub(crate) fn reserve_run(&mut self) -> Result<(), ()> {
-        let words = (self.runs + 1) * streak::RUN_WORDS;
-        // `try_reserve` counts from the length, which is at most the words
-        // of the runs reserved before.
-        let more = words.saturating_sub(self.sort_room.len());
-        self.sort_room.try_reserve(more).map_err(|_| ())?;
-        self.runs += 1;
-        Ok(())
+    /// Makes room in the sort's scratch for a bitmap of each of `runs`
+    /// runs (the arena is about to have that many, a cold path). Asking
+    /// again for as many, after a run that failed to be made, adds nothing.
+    pub(crate) fn reserve_runs(&mut self, runs: usize) -> Result<(), ()> {
+        // `try_reserve` counts from the length, which a sort leaves at most
+        // the words of the runs it had room for.
+        let more = (runs * streak::RUN_WORDS).saturating_sub(self.sort_room.len());
+        self.sort_room.try_reserve(more).map_err(|_| ())
     }
 
     /// Keeps `s`, a buffer of class `c`; `false` (and no change) when the
@@ -305,11 +300,11 @@ mod tests {
     #[test]
     fn a_scattered_streak_is_sorted_in_the_room_reserved_for_its_runs() {
         let mut d = Depot::default();
-        for _ in 0..4 {
-            d.reserve_run().unwrap();
-        }
+        d.reserve_runs(4).unwrap();
         let cap = d.sort_room.capacity();
         assert!(cap >= 4 * streak::RUN_WORDS);
+        d.reserve_runs(4).unwrap();
+        assert_eq!(d.sort_room.capacity(), cap, "as many again adds nothing");
         // 2 048 buffers of 128 B in four runs, freed at random.
         let base = 64 * crate::arena::RUN_LEN;
         let ks = streak::tests::shuffled((0..2048).map(|k| 4 * k).collect(), 5);

@@ -107,9 +107,10 @@ pub(crate) enum Order {
 /// worth, which the caches hold in any order.
 const SORT_MIN: usize = 1024;
 
-/// The run an address lies in, by number (`RUN_LEN` is a power of two).
+/// The run an address lies in, by number (its base is the number times
+/// `RUN_LEN`), as the run index numbers runs.
 fn run_of(addr: usize) -> usize {
-    addr >> RUN_LEN.trailing_zeros()
+    addr / RUN_LEN
 }
 
 /// Buckets a sort groups runs into first: runs further apart than this
@@ -292,7 +293,7 @@ fn sort_through_bitmaps(
         } else if run_at[p] != r {
             return false;
         }
-        let off = x.addr - (r << RUN_LEN.trailing_zeros());
+        let off = x.addr - r * RUN_LEN;
         let bits = room.get_mut(p * RUN_WORDS..(p + 1) * RUN_WORDS);
         if !bits.is_some_and(|b| mark(b, off)) {
             return false;
@@ -300,7 +301,7 @@ fn sort_through_bitmaps(
     }
     let mut to = s.iter_mut();
     for (p, bits) in room.chunks_exact(RUN_WORDS).enumerate().rev() {
-        read_back(bits, run_at[p] << RUN_LEN.trailing_zeros(), &mut to);
+        read_back(bits, run_at[p] * RUN_LEN, &mut to);
     }
     true
 }
@@ -316,7 +317,7 @@ fn sort_run(s: &mut [Slot]) {
     let Some(first) = s.first() else {
         return;
     };
-    let base = run_of(first.addr) << RUN_LEN.trailing_zeros();
+    let base = run_of(first.addr) * RUN_LEN;
     let mut bits = [0u64; RUN_WORDS];
     if !s.iter().all(|x| mark(&mut bits, x.addr.wrapping_sub(base))) {
         return;
