@@ -155,12 +155,8 @@ impl ArenaState {
                 return Err(format!("depot class {c}: room {room} for {blocks} blocks"));
             }
             for s in slots {
-                // A buffer freed by address is kept without its block.
-                let block = if s.block == NIL {
-                    self.indexed_block(s.addr).unwrap_or(NIL)
-                } else {
-                    s.block
-                };
+                // Kept without its block: found by address.
+                let block = self.indexed_block(s.addr).unwrap_or(NIL);
                 match self.table.get(block) {
                     Some(b)
                         if b.state == BlockState::Live

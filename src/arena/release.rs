@@ -130,7 +130,7 @@ impl ArenaState {
         // empty depot allocates nothing; the lists keep their room).
         let mut depot = core::mem::take(&mut self.depot);
         depot.drain(|c, s| {
-            let i = self.free_cached(s.block, s.addr, s.stamp);
+            let i = self.free_cached(NIL, s.addr, s.stamp);
             debug_assert!(i != NIL, "a depot buffer was not live");
             self.cached_bytes -= crate::size_class::capacity(c);
             self.cache_flushed += 1;

@@ -9,7 +9,7 @@
 //! saves memory within a run but makes the next run's choices differ from
 //! the last one's, and a class left short goes cold mid-run, faulting.
 
-use super::blocks::BlockState;
+use super::blocks::{BlockState, NIL};
 use super::state::{ArenaState, Grant};
 use super::CARVE_LIMIT;
 use crate::os::OsCounters;
@@ -142,7 +142,7 @@ impl ArenaState {
             // SAFETY: depot entries are buffers the arena carved: never null.
             ptr: unsafe { NonNull::new_unchecked(s.addr as *mut u8) },
             cap,
-            block: s.block,
+            block: NIL,
             fresh: false,
             warm: true,
         })

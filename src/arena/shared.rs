@@ -338,7 +338,7 @@ impl ArenaCore {
     /// thread's cache, or what the slow path needs to know.
     #[inline(always)]
     fn free_hit_class(&self, c: usize, addr: usize) -> FreeHit {
-        if tcache::free_hit(self, c, addr, NIL) {
+        if tcache::free_hit(self, c, addr) {
             FreeHit::Done
         } else {
             FreeHit::Small(c)
@@ -360,7 +360,7 @@ impl ArenaCore {
         if self.pattern_on {
             return self.free_at(addr);
         }
-        tcache::free_slow(self, c, addr, NIL) || self.free_locked_at(addr)
+        tcache::free_slow(self, c, addr) || self.free_locked_at(addr)
     }
 
     /// Returns the live buffer at `addr` under the lock; out of line, so
@@ -383,17 +383,11 @@ impl ArenaCore {
 
     /// Returns a buffer of small class `class` at `addr` to this thread's
     /// cache if the cache can take it now; `false` (nothing changed)
-    /// otherwise. The scoped global allocator's hit.
+    /// otherwise. The scoped global allocator's hit, and a handle's drop
+    /// (a cached buffer needs no block record: `tcache/bin.rs`).
     #[inline(always)]
     pub(crate) fn free_cached(&self, class: usize, addr: usize) -> bool {
-        tcache::free_hit(self, class, addr, NIL)
-    }
-
-    /// [`ArenaCore::free_cached`] for a handle that knows its block: the
-    /// handle's drop hit, for a buffer a bin of small class `class` served.
-    #[inline(always)]
-    pub(crate) fn free_cached_block(&self, class: usize, addr: usize, block: u32) -> bool {
-        tcache::free_hit(self, class, addr, block)
+        tcache::free_hit(self, class, addr)
     }
 
     /// A request of large class `c` this thread's slot could not serve
@@ -645,7 +639,7 @@ impl ArenaCore {
         // SAFETY: the caller guarantees `this` is live for this call.
         let core = unsafe { this.as_ref() };
         if cap < CARVE_LIMIT {
-            if tcache::free_slow(core, class_of_classed(cap), addr, block) {
+            if tcache::free_slow(core, class_of_classed(cap), addr) {
                 return true;
             }
         } else if core.on_heap_thread() {
@@ -699,7 +693,7 @@ impl ArenaCore {
         }
         if let Some(c) = small {
             // SAFETY: the caller guarantees `this` is live for this call.
-            if tcache::free(unsafe { this.as_ref() }, c, addr, NIL) {
+            if tcache::free(unsafe { this.as_ref() }, c, addr) {
                 return true;
             }
         }
@@ -872,7 +866,7 @@ impl ArenaCore {
             return unsafe { Self::free_patterned(NonNull::from(self), None, addr) };
         }
         if let Some(c) = self.small_class_at(addr) {
-            if tcache::free(self, c, addr, NIL) {
+            if tcache::free(self, c, addr) {
                 return true;
             }
         }

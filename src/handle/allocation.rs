@@ -232,7 +232,7 @@ impl Drop for Allocation {
         if (self.class as usize) < SMALL_CLASSES {
             // SAFETY: the body is alive while this buffer is live.
             let core = unsafe { self.core.as_ref() };
-            if core.free_cached_block(self.class as usize, self.ptr.as_ptr() as usize, self.block) {
+            if core.free_cached(self.class as usize, self.ptr.as_ptr() as usize) {
                 return;
             }
         }

@@ -25,21 +25,21 @@ const fn slot_index(n: u32) -> usize {
 /// Bytes a bin may hold: larger classes hold fewer entries (at least one).
 pub(crate) const BIN_BYTES: usize = 128 << 10;
 
-/// One cached free buffer: its address and its block record (or
-/// `blocks::NIL` when the freeing path knew only the address).
+/// One cached free buffer: its address and when it was freed. No block
+/// record: 16 bytes an entry, where the record's number made 24 (with
+/// hundreds of thousands of small buffers free, the depot's lists are
+/// megabytes and every flush and refill moves them). Whoever needs the
+/// record finds it from the address (`run_index.rs`): the locked paths
+/// that settle a buffer into the free lists, pin it, or free it without a
+/// cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Slot {
     pub addr: usize,
-    pub block: u32,
     /// When its user freed it, in the arena's free order (`release.rs`).
     pub stamp: u64,
 }
 
-const EMPTY: Slot = Slot {
-    addr: 0,
-    block: 0,
-    stamp: 0,
-};
+const EMPTY: Slot = Slot { addr: 0, stamp: 0 };
 
 #[cfg(test)]
 impl Slot {
@@ -47,9 +47,13 @@ impl Slot {
     pub(crate) fn for_test(k: usize) -> Slot {
         Slot {
             addr: 4096 * (k + 1),
-            block: k as u32,
             stamp: k as u64,
         }
+    }
+
+    /// The `k` of [`Slot::for_test`]`(k)`.
+    pub(crate) fn test_key(&self) -> usize {
+        self.addr / 4096 - 1
     }
 }
 
@@ -320,6 +324,13 @@ impl Bin {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_entry_is_an_address_and_a_stamp() {
+        // The depot's lists are megabytes with many small buffers free:
+        // every byte of an entry is moved by each flush and refill.
+        assert_eq!(core::mem::size_of::<Slot>(), 16);
+    }
 
     #[test]
     fn replacing_the_oldest_keeps_the_length_and_puts_the_new_on_top() {

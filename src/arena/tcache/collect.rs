@@ -38,7 +38,6 @@ use super::bin::{Slot, BIN_SLOTS};
 use super::hints;
 use super::remote::{self, link};
 use super::{Cache, Class, Own};
-use crate::arena::blocks::NIL;
 use crate::arena::shared::ArenaCore;
 
 /// Takes the arena's remote stack of class `c` (if any buffer waits) and
@@ -115,11 +114,7 @@ fn keep(core: &ArenaCore, cache: &Cache, o: &mut Own, addr: usize, stamp: u64) -
         return false;
     };
     let bin = &mut o.bins[k];
-    let s = Slot {
-        addr,
-        block: NIL,
-        stamp,
-    };
+    let s = Slot { addr, stamp };
     if !bin.push_returned(s) {
         return false;
     }

@@ -1,10 +1,9 @@
 //! The arena's depot: small buffers the thread caches gave back, kept per
-//! class as the caches had them (address, block, free stamp), for the next
-//! refill of any thread's cache. A buffer freed by address (allocator-api2,
-//! the scoped global allocator, a free on another thread) is kept without
-//! its block (`NIL`): the few that need it (a settle into the free lists, a
-//! pin, the invariant checker) find it by address, and a flush or a
-//! remote free does not pay the run index's lookup for each buffer.
+//! class as the caches had them (address and free stamp, 16 bytes), for
+//! the next refill of any thread's cache. No entry keeps its buffer's
+//! block record: the few that need it (a settle into the free lists, a
+//! pin, a free without a cache, the invariant checker) find it by address
+//! (`run_index.rs`), and neither a flush nor a refill moves it.
 //!
 //! A flush into the arena's free lists writes each buffer's block record
 //! (its state, stamp and list links) and a refill writes it again. With
@@ -261,7 +260,6 @@ const LINE: usize = 64;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::arena::blocks::NIL;
 
     #[test]
     fn the_lines_of_a_range_run_from_its_first_line_to_its_last() {
@@ -287,14 +285,13 @@ mod tests {
         // Handed to the bin oldest stamp first; the bin hands out its last.
         let stamps: Vec<u64> = got.iter().map(|s| s.stamp).collect();
         assert_eq!(stamps, (84..100).collect::<Vec<u64>>(), "the newest stamps");
-        let order: Vec<u32> = got.iter().rev().map(|s| s.block).collect();
-        assert_eq!(order, (0..16).collect::<Vec<u32>>(), "the first pushed");
-        assert!(got.iter().all(|s| s.addr == 4096 * (s.block as usize + 1)));
+        let order: Vec<usize> = got.iter().rev().map(Slot::test_key).collect();
+        assert_eq!(order, (0..16).collect::<Vec<usize>>(), "the first pushed");
         // Pushes after a take are a new streak: a short one stays a stack.
         assert!(d.push_all(2, &[slot(150), slot(151)]));
-        assert_eq!(d.pop(2).map(|s| s.block), Some(151));
-        assert_eq!(d.pop(2).map(|s| s.block), Some(150));
-        assert_eq!(d.pop(2).map(|s| s.block), Some(16));
+        assert_eq!(d.pop(2).map(|s| s.test_key()), Some(151));
+        assert_eq!(d.pop(2).map(|s| s.test_key()), Some(150));
+        assert_eq!(d.pop(2).map(|s| s.test_key()), Some(16));
     }
 
     #[test]
@@ -313,7 +310,6 @@ mod tests {
             .enumerate()
             .map(|(i, &k)| Slot {
                 addr: base + 128 * k,
-                block: NIL,
                 stamp: i as u64,
             })
             .collect();
@@ -384,11 +380,8 @@ mod tests {
         assert!(!d.push_all(SMALL_CLASSES, &many[..1]), "no such class");
         let mut seen = vec![];
         let kept = d.class(0).1;
-        d.drain(|c, s| seen.push((c, s.block)));
-        let want: Vec<_> = (0..room - 1)
-            .map(|k| (0, k as u32))
-            .chain([(3, 7)])
-            .collect();
+        d.drain(|c, s| seen.push((c, s.test_key())));
+        let want: Vec<_> = (0..room - 1).map(|k| (0, k)).chain([(3, 7)]).collect();
         assert_eq!(seen, want, "oldest first within a class");
         assert_eq!((d.bytes(), d.buffers()), (0, 0));
         assert_eq!(d.class(0).1, kept, "room stays");

@@ -513,7 +513,7 @@ fn take(cache: &Cache, o: &mut Own, s: Slot, c: Class) -> Grant {
         // SAFETY: cached addresses are buffers the arena carved: never null.
         ptr: unsafe { NonNull::new_unchecked(s.addr as *mut u8) },
         cap,
-        block: s.block,
+        block: NIL,
         fresh: false,
         warm: true,
     }
@@ -1102,14 +1102,14 @@ fn put_large(
 /// Returns a small buffer of class `c` into this thread's cache; `false`
 /// when the shared path must take it.
 #[inline(always)]
-pub(crate) fn free(core: &ArenaCore, c: Class, addr: usize, block: u32) -> bool {
-    free_hit(core, c, addr, block) || free_slow(core, c, addr, block)
+pub(crate) fn free(core: &ArenaCore, c: Class, addr: usize) -> bool {
+    free_hit(core, c, addr) || free_slow(core, c, addr)
 }
 
 /// [`free`]'s hit: this thread's ready cache takes the buffer, or `false`
 /// (nothing changed) and [`free_slow`] decides.
 #[inline(always)]
-pub(crate) fn free_hit(core: &ArenaCore, c: Class, addr: usize, block: u32) -> bool {
+pub(crate) fn free_hit(core: &ArenaCore, c: Class, addr: usize) -> bool {
     if let Some(cache) = fast_cache(core) {
         // SAFETY: this thread's cache; the borrow ends within this block.
         let o = unsafe { cache.own() };
@@ -1119,7 +1119,7 @@ pub(crate) fn free_hit(core: &ArenaCore, c: Class, addr: usize, block: u32) -> b
         };
         // Against a credit (not handed out by this cache: back to the
         // arena, see `Bin`) and while the bin has room.
-        if bin.push_freed(Slot { addr, block, stamp }) {
+        if bin.push_freed(Slot { addr, stamp }) {
             cache.counters.note_cached_free(bin.held_one());
             return true;
         }
@@ -1478,7 +1478,7 @@ fn free_to_lists(
     let mut moved = 0usize;
     o.bins[c].drain_oldest(n, |s| {
         moved += 1;
-        let i = st.free_cached(s.block, s.addr, s.stamp);
+        let i = st.free_cached(NIL, s.addr, s.stamp);
         debug_assert!(i != NIL, "a cached buffer was not live");
         if trim && i != NIL {
             let bytes = st.evict(i, &core.os);
@@ -1553,8 +1553,8 @@ fn refill(st: &mut ArenaState, cache: &Cache, o: &mut Own, c: Class) {
         if got == batch || l.is_none() {
             break;
         }
-        let took = st.take_for_cache(c, 1, |addr, block, stamp| {
-            let pushed = bin.push(Slot { addr, block, stamp });
+        let took = st.take_for_cache(c, 1, |addr, _block, stamp| {
+            let pushed = bin.push(Slot { addr, stamp });
             debug_assert!(pushed, "an empty bin holds a batch");
         });
         if took != 1 {
@@ -1572,7 +1572,7 @@ fn refill(st: &mut ArenaState, cache: &Cache, o: &mut Own, c: Class) {
 /// flushed; `false` when the shared path must take the buffer.
 #[cold]
 #[inline(never)]
-pub(crate) fn free_slow(core: &ArenaCore, c: Class, addr: usize, block: u32) -> bool {
+pub(crate) fn free_slow(core: &ArenaCore, c: Class, addr: usize) -> bool {
     let Some(cache) = ready_cache(core) else {
         return false;
     };
@@ -1580,11 +1580,10 @@ pub(crate) fn free_slow(core: &ArenaCore, c: Class, addr: usize, block: u32) -> 
     let o = unsafe { cache.own() };
     if !o.bins[c].take_credit() {
         let at = stamp(cache);
-        return free_remote(core, c, &mut o.bins[c], &mut o.recent[c], addr, block, at);
+        return free_remote(core, c, &mut o.bins[c], &mut o.recent[c], addr, at);
     }
     let slot = Slot {
         addr,
-        block,
         stamp: stamp(cache),
     };
     if !o.bins[c].push(slot) {
@@ -1618,14 +1617,9 @@ fn free_remote(
     bin: &mut Bin,
     recent: &mut hints::Recent,
     addr: usize,
-    block: u32,
     at: u64,
 ) -> bool {
-    let new = Slot {
-        addr,
-        block,
-        stamp: at,
-    };
+    let new = Slot { addr, stamp: at };
     let out = bin.oldest().unwrap_or(new);
     // SAFETY: `out` is a buffer of class `c` that its user is freeing, or
     // one this cache holds free: ours to write.

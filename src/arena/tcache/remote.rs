@@ -336,11 +336,7 @@ fn absorb_one(st: &mut ArenaState, core: &ArenaCore, addr: usize, stamp: u64) {
         return;
     };
     let cap = capacity(c);
-    let s = Slot {
-        addr,
-        block: NIL,
-        stamp,
-    };
+    let s = Slot { addr, stamp };
     if st.depot.room(c) > 0 && st.depot_admits(cap) && st.depot.push(c, s) {
         // Retained in the depot like a flushed buffer; its free is counted
         // here, as a departed cache's frees are.

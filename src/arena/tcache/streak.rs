@@ -38,10 +38,9 @@
 //! the depot reserves as the arena makes runs, and reads them back:
 //! linear in the streak, nothing allocated. Where that does not serve
 //! (runs 64 MiB or more apart share a bucket) it groups the streak by run
-//! in place and sorts each run through a bitmap on the stack. Sorted
-//! entries lose their block (`NIL`), as a buffer freed by address has.
+//! in place and sorts each run through a bitmap on the stack.
 //!
-//! Only addresses move, each with its block; the stamps stay where they
+//! Only addresses move; the stamps stay where they
 //! are, so the free order the arena keeps is unchanged and its newest
 //! stamps still go first. Which buffer of a class carries which stamp is
 //! not observable in the arena's counts: a stamp orders the eviction of a
@@ -53,7 +52,6 @@
 //! (the sort's bitmaps are in the caller's room, used within its
 //! capacity, or one of 2 KiB on the stack).
 
-use super::super::blocks::NIL;
 use super::super::RUN_LEN;
 use super::bin::Slot;
 use crate::size_class::MIN_CAPACITY;
@@ -61,7 +59,7 @@ use crate::size_class::MIN_CAPACITY;
 /// Fewest pushes a streak must have before its order is looked at.
 pub(crate) const STREAK_MIN: usize = 64;
 
-/// Reorders the addresses of `s` (each with its block; the stamps stay)
+/// Reorders the addresses of `s` (the stamps stay)
 /// when it is at least [`STREAK_MIN`] long: sorted so that a stack taking
 /// from the end hands out the lowest address first, when it is at least
 /// [`SORT_MIN`] long and sweeps its address range more than twice (see
@@ -185,7 +183,7 @@ fn survey(s: &[Slot]) -> Survey {
     }
 }
 
-/// Moves the addresses of `s` (each with its block; the stamps stay) so
+/// Moves the addresses of `s` (the stamps stay) so
 /// that a stack taking from the end hands out the lowest address first.
 /// Through a bitmap per run in `room` when it has the capacity
 /// ([`sort_through_bitmaps`]); else in place: buckets of runs laid out
@@ -221,19 +219,17 @@ fn sort_by_address(s: &mut [Slot], room: &mut Vec<u64>) {
     for b in 0..BUCKETS {
         while next[b] < end[b] {
             let i = next[b];
-            let mut held = (s[i].addr, s[i].block);
-            let mut k = bucket(held.0);
+            let mut held = s[i].addr;
+            let mut k = bucket(held);
             while k != b {
                 // Into the next free place of its own bucket; carry on with
                 // what was there.
                 let j = next[k];
                 next[k] += 1;
-                let there = (s[j].addr, s[j].block);
-                (s[j].addr, s[j].block) = held;
-                held = there;
-                k = bucket(held.0);
+                core::mem::swap(&mut s[j].addr, &mut held);
+                k = bucket(held);
             }
-            (s[i].addr, s[i].block) = held;
+            s[i].addr = held;
             next[b] += 1;
         }
     }
@@ -309,8 +305,7 @@ fn sort_through_bitmaps(
 /// Puts the addresses of `s`, buffers of one run, in falling order, so a
 /// stack taking from the end hands out the lowest first: a bit per
 /// buffer in a bitmap of the run (2 KiB, on the stack), read back from
-/// the top. Each entry loses its block (`NIL`, as a buffer freed by
-/// address has: the few that need it find it by address). Leaves `s` as
+/// the top. Leaves `s` as
 /// it was when its buffers are not all of one run (runs a bucket apart)
 /// or one appears twice (never, while every free is of a live buffer).
 fn sort_run(s: &mut [Slot]) {
@@ -345,8 +340,7 @@ fn mark(bits: &mut [u64], off: usize) -> bool {
 }
 
 /// Writes the addresses whose bits are set in `bits`, the bitmap of the
-/// run at `base`, highest first, into the entries `to` yields, each
-/// without its block (`NIL`).
+/// run at `base`, highest first, into the entries `to` yields.
 fn read_back<'a>(bits: &[u64], base: usize, to: &mut impl Iterator<Item = &'a mut Slot>) {
     for (w, &word) in bits.iter().enumerate().rev() {
         let mut left = word;
@@ -355,7 +349,6 @@ fn read_back<'a>(bits: &[u64], base: usize, to: &mut impl Iterator<Item = &'a mu
             left &= !(1u64 << top);
             if let Some(x) = to.next() {
                 x.addr = base + (w * 64 + top) * MIN_CAPACITY;
-                x.block = NIL;
             }
         }
     }
@@ -371,13 +364,13 @@ const TREND: usize = 8;
 /// from the run before; fewer are the program's own order.
 const HEAD_MIN: usize = 4;
 
-/// Reverses the order of the addresses of `s`, each with its block.
+/// Reverses the order of the addresses of `s`.
 fn reverse_addresses(s: &mut [Slot]) {
     let n = s.len();
     for i in 0..n / 2 {
         let (lo, hi) = (s[i], s[n - 1 - i]);
-        (s[i].addr, s[i].block) = (hi.addr, hi.block);
-        (s[n - 1 - i].addr, s[n - 1 - i].block) = (lo.addr, lo.block);
+        s[i].addr = hi.addr;
+        s[n - 1 - i].addr = lo.addr;
     }
 }
 
@@ -386,13 +379,12 @@ pub(crate) mod tests {
     use super::*;
 
     /// A streak whose `i`-th entry is the buffer `k = ks[i]` (address
-    /// `64 * k`, block `k`), freed `i`-th (stamp `100 + i`).
+    /// `64 * k`), freed `i`-th (stamp `100 + i`).
     fn streak(ks: &[usize]) -> Vec<Slot> {
         ks.iter()
             .enumerate()
             .map(|(i, &k)| Slot {
                 addr: 64 * k,
-                block: k as u32,
                 stamp: 100 + i as u64,
             })
             .collect()
@@ -403,15 +395,11 @@ pub(crate) mod tests {
         s.iter().rev().map(|x| x.addr / 64).collect()
     }
 
-    /// What every call keeps: the same buffers, each with its own block,
-    /// and the stamps where they were.
+    /// What every call keeps: the same buffers, and the stamps where
+    /// they were.
     fn same_buffers_and_stamps(before: &[Slot], after: &[Slot]) {
         let stamps = |s: &[Slot]| s.iter().map(|x| x.stamp).collect::<Vec<_>>();
         assert_eq!(stamps(before), stamps(after), "stamps never move");
-        // A sorted entry has lost its block (`NIL`).
-        assert!(after
-            .iter()
-            .all(|x| x.block == NIL || x.addr == 64 * x.block as usize));
         let (mut a, mut b) = (taken(before), taken(after));
         a.sort_unstable();
         b.sort_unstable();
@@ -500,7 +488,6 @@ pub(crate) mod tests {
             let mut s = before.clone();
             assert_eq!(order(&mut s, &mut room()), Order::Sorted);
             same_buffers_and_stamps(&before, &s);
-            assert!(s.iter().all(|x| x.block == NIL), "found by address now");
             let got = taken(&s);
             let mut want = ks.clone();
             want.sort_unstable();
@@ -605,7 +592,6 @@ pub(crate) mod tests {
                 stamp += 1;
                 bin.push(Slot {
                     addr: spacing * k,
-                    block: k as u32,
                     stamp,
                 });
                 if bin.len() > 32 {
