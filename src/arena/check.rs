@@ -304,6 +304,27 @@ impl ArenaState {
         if marked != h.marked {
             return Err(format!("heap marks sum to {marked}, counted {}", h.marked));
         }
+        // `stats()` counts retained extents by walking the segments; count
+        // them over the whole table instead.
+        let rest = self.table.get(self.parked_rest()).map(|b| b.addr);
+        let scanned = self
+            .table
+            .iter()
+            .filter(|b| Some(b.addr) != rest && b.state == BlockState::Extent)
+            .filter(|b| match b.place {
+                Place::Heap(s) => h
+                    .segs
+                    .get(s as usize)
+                    .is_some_and(|g| b.addr < g.base + g.mark),
+                _ => false,
+            })
+            .count();
+        if scanned != self.heap_retained_extents() {
+            return Err(format!(
+                "heap: {scanned} retained extents, stats count {}",
+                self.heap_retained_extents()
+            ));
+        }
         if let Some(s) = h.idle.iter().find(|&s| s as usize >= h.segs.len()) {
             return Err(format!(
                 "heap idle set names segment {s} of {}",
