@@ -1,6 +1,7 @@
 //! Making a thread's cache: written field by field where it will live.
 //!
-//! A cache is about 70 KiB (79 bins of 32 entries, the large slots).
+//! A cache is about 95 KiB (79 bins of 64 entries of 16 bytes, the
+//! large slots).
 //! Built as one value and boxed, it went through the stack twice (the bins
 //! array, then the whole cache) before the copy into the box: about
 //! 140 KiB of copies per thread and arena, most of a short-lived
@@ -41,7 +42,11 @@ impl Cache {
         // memory from `Box::into_raw`, whose old fields need no drop);
         // every field is written once before `Box::from_raw` (the patterns
         // in `all_fields_written` stop the build when a field is added and
-        // not written here), and the box frees it with the same layout.
+        // not written here), and the box frees it with the same layout. A
+        // kept cache's bins are reset through a `&mut Bin` instead: its
+        // memory holds the valid `Bin` values of the cache it was (plain
+        // integers, not dropped, not written since), and no other
+        // reference to it exists (the arena handed it to this call alone).
         unsafe {
             addr_of_mut!((*p).seen).write(Cell::new(u64::MAX));
             addr_of_mut!((*p).core).write(body);
@@ -58,7 +63,13 @@ impl Cache {
             addr_of_mut!((*o).published).write(0);
             let bins = addr_of_mut!((*o).bins).cast::<Bin>();
             for c in 0..SMALL_CLASSES {
-                bins.add(c).write(Bin::new(capacity(c)));
+                if spare.is_some() {
+                    // A kept cache's bins are `Bin` values still (plain
+                    // integers, never dropped): reset, slots left unwritten.
+                    (*bins.add(c)).reset(capacity(c));
+                } else {
+                    bins.add(c).write(Bin::new(capacity(c)));
+                }
             }
             let large = addr_of_mut!((*o).large).cast::<Large>();
             for k in 0..LARGE_CLASSES {

@@ -334,7 +334,7 @@ fn remote_frees_of_a_class_a_thread_did_not_hand_out_go_back_to_the_arena() {
 fn a_collecting_thread_keeps_its_classs_newest_and_leaves_the_older_on_the_stack() {
     let a = arena();
     let consumer = Consumer::start(&a);
-    // A bin of 200 B holds 32; this thread hands out twice that.
+    // A bin of 200 B holds `room`; this thread hands out twice that.
     let c = class_of_classed(200);
     let room = super::bin::limit_for(crate::size_class::capacity(c)) as usize;
     let first = produce(&a, &vec![200; 2 * room]);

@@ -1,7 +1,7 @@
 //! The memory of caches whose threads left, kept by their arena for the
 //! next thread that starts using it.
 //!
-//! Why: a cache is about 70 KiB, made from the system allocator on a
+//! Why: a cache is about 95 KiB, made from the system allocator on a
 //! thread's first operation on an arena. Where threads come and go (a
 //! blocking pool that ends idle workers and starts new ones, a thread per
 //! request), each new thread's first run paid a system allocation and the
@@ -12,12 +12,13 @@
 //!
 //! Only the memory is kept: a cache owns nothing that needs dropping (its
 //! fields are plain values and atomics, asserted below), and a new cache
-//! writes every field before use (`make.rs`).
+//! writes every field before use (`make.rs`) but its bins' slots, which
+//! the reset bins do not read before they write them.
 
 use super::Cache;
 use core::ptr::NonNull;
 
-/// Left caches an arena keeps at most (about 70 KiB each).
+/// Left caches an arena keeps at most (about 95 KiB each).
 pub(crate) const SPARES: usize = 4;
 
 // A kept cache is never dropped, only written over or freed.

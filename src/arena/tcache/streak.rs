@@ -376,6 +376,7 @@ fn reverse_addresses(s: &mut [Slot]) {
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use super::super::bin::BIN_SLOTS;
     use super::*;
 
     /// A streak whose `i`-th entry is the buffer `k = ks[i]` (address
@@ -427,8 +428,8 @@ pub(crate) mod tests {
 
     #[test]
     fn the_leading_falling_run_comes_back_last_in_the_order_before_it() {
-        // The bin's 32 from the run before, handed out newest first, so
-        // freed falling; then the rest rising.
+        // A bin's worth (32 here) from the run before, handed out newest
+        // first, so freed falling; then the rest rising.
         let mut ks: Vec<usize> = (468..500).rev().collect();
         ks.extend(0..436);
         let before = streak(&ks);
@@ -550,7 +551,7 @@ pub(crate) mod tests {
     #[test]
     fn runs_that_free_at_random_get_their_buffers_in_address_order() {
         // 2 048 buffers, 256 to a run (eight runs), freed in a new random
-        // order each run. From the second run on, all but the bin's 32
+        // order each run. From the second run on, all but the bin's worth
         // (handed out first) come in address order.
         let (n, spacing) = (2048, RUN_LEN / 256);
         let seed = core::cell::Cell::new(0);
@@ -560,7 +561,7 @@ pub(crate) mod tests {
         };
         let orders = spaced_runs(n, spacing, if cfg!(miri) { 2 } else { 50 }, at_random);
         for (r, o) in orders.iter().enumerate().skip(1) {
-            assert!(o[32..].windows(2).all(|w| w[0] < w[1]), "run {r}");
+            assert!(o[BIN_SLOTS..].windows(2).all(|w| w[0] < w[1]), "run {r}");
         }
     }
 
@@ -568,7 +569,7 @@ pub(crate) mod tests {
     type FreeOrder = dyn Fn(&[usize]) -> Vec<usize>;
 
     /// Runs of `n` buffers, each freed in an order `free_order` makes
-    /// of its allocation order, through a model of a bin (its 32 newest
+    /// of its allocation order, through a model of a bin (its `BIN_SLOTS` newest
     /// kept, the rest flushed) and a depot list ordered by [`order`] at its
     /// first take: each run's allocation order.
     fn runs(n: usize, runs: usize, free_order: impl Fn(&[usize]) -> Vec<usize>) -> Vec<Vec<usize>> {
@@ -594,7 +595,7 @@ pub(crate) mod tests {
                     addr: spacing * k,
                     stamp,
                 });
-                if bin.len() > 32 {
+                if bin.len() > BIN_SLOTS {
                     depot.push(bin.remove(0));
                 }
             }
@@ -635,7 +636,7 @@ pub(crate) mod tests {
         for (r, o) in orders.iter().enumerate().skip(3) {
             assert_eq!(o, &orders[r - 2], "run {r}");
             let rising = o.windows(2).filter(|w| w[0] < w[1]).count();
-            assert!(rising >= n - 1 - 64, "run {r}: {rising}");
+            assert!(rising >= n - 1 - 2 * BIN_SLOTS, "run {r}: {rising}");
         }
     }
 
@@ -654,7 +655,7 @@ pub(crate) mod tests {
             for (r, o) in runs(n, RUNS, f).iter().enumerate() {
                 let rising = rising_trend(o);
                 assert!(
-                    rising >= n - 2 * TREND - 64,
+                    rising >= n - 2 * TREND - 2 * BIN_SLOTS,
                     "shape {shape} run {r}: {rising}"
                 );
             }

@@ -656,15 +656,15 @@ fn a_run_freed_in_allocation_order_gets_its_buffers_rising_run_after_run() {
         for run in 0..6 {
             let bufs: Vec<_> = (0..n).map(|_| a.allocate(128, 8).unwrap()).collect();
             let addrs: Vec<usize> = bufs.iter().map(|b| b.as_ptr() as usize).collect();
-            // Entries below the one eight places on: the bin's 32 from the
-            // run before come first, newest first: all but two bins' worth rise.
+            // Entries below the one eight places on: the bin's worth from the
+            // run before comes first, newest first: all but two bins' worth rise.
             let rising = addrs
                 .iter()
                 .zip(addrs.iter().skip(8))
                 .filter(|(x, y)| x < y)
                 .count();
             assert!(
-                rising >= n - 8 - 64,
+                rising >= n - 8 - 2 * super::bin::BIN_SLOTS,
                 "swap_pairs {swap_pairs} run {run}: {rising} of {}",
                 n - 8
             );
@@ -681,7 +681,7 @@ fn a_run_freed_in_allocation_order_gets_its_buffers_rising_run_after_run() {
 
 /// A run that frees its small buffers in a scattered order (at random,
 /// or every third one at a time) gets them back lowest address first in
-/// the next run, past the bin's 32 (`streak.rs`), whether it frees by
+/// the next run, past the bin's worth (`streak.rs`), whether it frees by
 /// handle or by address (allocator-api2); the arena's counts and its
 /// invariants hold throughout.
 #[test]
@@ -710,9 +710,11 @@ fn a_run_freed_in_a_scattered_order_gets_its_buffers_in_address_order() {
                 }
             }
             if run > 0 {
-                // The bin's 32 from the run before first; then rising.
+                // The bin's worth from the run before first; then rising.
                 assert!(
-                    ptrs[32..].windows(2).all(|w| w[0] < w[1]),
+                    ptrs[super::bin::BIN_SLOTS..]
+                        .windows(2)
+                        .all(|w| w[0] < w[1]),
                     "shape {shape} by address {by_address} run {run}"
                 );
             }
