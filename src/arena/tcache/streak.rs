@@ -64,8 +64,9 @@ pub(crate) const STREAK_MIN: usize = 64;
 /// from the end hands out the lowest address first, when it is at least
 /// [`SORT_MIN`] long and sweeps its address range more than twice (see
 /// [`Survey::sweeps_again`]); else, when at least two of every three of
-/// its entries lie below the entry [`TREND`] places on, so that the stack
-/// hands it back first in, first out, the leading falling run last.
+/// its entries past a leading falling run lie below the entry [`TREND`]
+/// places on, so that the stack hands them back first in, first out, the
+/// leading falling run last.
 /// `room` is scratch for the sort's bitmaps, used within its capacity
 /// only (see [`sort_by_address`]).
 pub(crate) fn order(s: &mut [Slot], room: &mut Vec<u64>) -> Order {
@@ -78,11 +79,20 @@ pub(crate) fn order(s: &mut [Slot], room: &mut Vec<u64>) -> Order {
         sort_by_address(s, room);
         return Order::Sorted;
     }
-    if 3 * v.rising < 2 * (n - TREND) {
+    // A leading falling run (the bin's worth the run before handed out
+    // newest first, freed first, each few maybe swapped) is not counted
+    // against the rest: with a bin of 64, a run of a few hundred buffers
+    // freed in allocation order is a third falling head. Falling as the
+    // rest is judged rising: against the entry `TREND` places on.
+    let falling = s
+        .windows(TREND + 1)
+        .take_while(|w| w[0].addr > w[TREND].addr)
+        .count();
+    let head = if falling >= HEAD_MIN { falling } else { 0 };
+    let body = n - head;
+    if body < STREAK_MIN || 3 * v.rising < 2 * (body - TREND) {
         return Order::Kept;
     }
-    let falling = s.windows(2).take_while(|w| w[0].addr > w[1].addr).count();
-    let head = if falling >= HEAD_MIN { falling } else { 0 };
     reverse_addresses(&mut s[head..]);
     Order::Reversed
 }
