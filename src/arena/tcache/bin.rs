@@ -93,17 +93,37 @@ pub(crate) struct Bin {
     slots: [Slot; BIN_SLOTS],
 }
 
+/// Fewest buffers a bin holds, past [`BIN_BYTES`] for the classes above
+/// 16 KiB: with fewer, a thread that frees and allocates a few such
+/// buffers in turn flushed and refilled (one lock each) every few
+/// operations (docs/threads.md, stop 48).
+pub(crate) const MIN_SLOTS: usize = 16;
+
 /// How many buffers of capacity `cap` a bin holds.
 pub(crate) const fn limit_for(cap: usize) -> u32 {
     let n = BIN_BYTES / cap;
-    if n == 0 {
-        1
+    if n < MIN_SLOTS {
+        MIN_SLOTS as u32
     } else if n > BIN_SLOTS {
         BIN_SLOTS as u32
     } else {
         n as u32
     }
 }
+
+/// The most bytes the small bins of one cache hold together (every
+/// small class's bin full).
+pub(crate) const SMALL_BINS_MAX: usize = {
+    let (mut c, mut sum) = (0, 0);
+    while c < super::SMALL_CLASSES {
+        let cap = crate::size_class::capacity(c);
+        sum += limit_for(cap) as usize * cap;
+        c += 1;
+    }
+    sum
+};
+// 13.4 MiB with 64 slots and at least 16 (docs/threads.md, "Design").
+const _: () = assert!(SMALL_BINS_MAX < 16 << 20);
 
 impl Bin {
     pub(crate) const fn new(cap: usize) -> Self {
@@ -115,6 +135,15 @@ impl Bin {
             cap: cap as u32,
             one: ((cap as u64) << 32) | 1,
             slots: [EMPTY; BIN_SLOTS],
+        }
+    }
+
+    /// [`Bin::new`] holding at most `limit` entries: the tests' small bins.
+    #[cfg(test)]
+    pub(crate) fn with_limit(cap: usize, limit: u32) -> Self {
+        Bin {
+            limit,
+            ..Bin::new(cap)
         }
     }
 
@@ -418,7 +447,7 @@ mod tests {
     fn a_free_is_taken_back_against_a_credit_while_there_is_room() {
         // A scripted mix of every operation against a model of the length
         // and the credit (the hit's single bound stands for both).
-        let mut b = Bin::new(16 << 10); // 8 entries
+        let mut b = Bin::with_limit(16 << 10, 8);
         let (mut len, mut credit) = (0u32, 0u32);
         for step in 0..400usize {
             match (step * 5 + step / 7) % 7 {
@@ -461,7 +490,7 @@ mod tests {
 
     #[test]
     fn bulk_moves_keep_order_and_refuse_whole() {
-        let mut b = Bin::new(16 << 10); // 8 entries
+        let mut b = Bin::with_limit(16 << 10, 8);
         let run: Vec<Slot> = (0..5).map(s).collect();
         assert!(b.push_all(&run));
         assert_eq!((b.len(), b.credit()), (5, 0), "a refill uses no credit");
@@ -487,10 +516,11 @@ mod tests {
     fn limits_follow_capacity() {
         assert_eq!(limit_for(16), BIN_SLOTS as u32);
         assert_eq!(limit_for(4096), 32);
-        assert_eq!(limit_for(16 << 10), 8);
-        assert_eq!(limit_for(48 << 10), 2);
-        assert_eq!(Bin::new(16 << 10).batch(), 4);
-        assert_eq!(Bin::new(48 << 10).batch(), 1);
+        assert_eq!(limit_for(8 << 10), 16);
+        // Past 128 KiB from 16 KiB up: never fewer than `MIN_SLOTS`.
+        assert_eq!(limit_for(16 << 10), MIN_SLOTS as u32);
+        assert_eq!(limit_for(48 << 10), MIN_SLOTS as u32);
+        assert_eq!(Bin::new(48 << 10).batch(), MIN_SLOTS / 2);
     }
 
     #[test]
@@ -516,7 +546,7 @@ mod tests {
 
     #[test]
     fn behaves_as_a_bounded_stack_with_oldest_first_drain() {
-        let mut b = Bin::new(16 << 10);
+        let mut b = Bin::with_limit(16 << 10, 8);
         let mut model: Vec<Slot> = vec![];
         // A scripted mix of pushes, pops and drains against a Vec.
         for step in 0..200usize {

@@ -36,10 +36,12 @@ pub(crate) const LARGE_MAX: usize = 512 << 20;
 pub(crate) const BUDGET_MAX: usize = 1 << 20;
 
 // Everything a cache may hold fits its 32-bit byte count (`Held`): the
-// small bins (at most 10 MiB), the budget, one buffer above it, and the
-// execution heap's slot's piece.
-const _: () =
-    assert!((10 << 20) + LARGE_BYTES + LARGE_MAX + super::super::heap::LENDABLE_MAX < 1 << 32);
+// small bins, the budget, one buffer above it, and the execution heap's
+// slot's piece.
+const _: () = assert!(
+    super::bin::SMALL_BINS_MAX + LARGE_BYTES + LARGE_MAX + super::super::heap::LENDABLE_MAX
+        < 1 << 32
+);
 /// The first large class (capacity [`CARVE_LIMIT`]).
 pub(crate) const LARGE_FIRST: Class = class_of_classed(CARVE_LIMIT);
 /// One past the last cached large class.
