@@ -22,7 +22,8 @@ const fn slot_index(n: u32) -> usize {
     n as usize & (BIN_SLOTS - 1)
 }
 
-/// Bytes a bin may hold: larger classes hold fewer entries (at least one).
+/// Bytes a bin may hold: larger classes hold fewer entries, but never
+/// fewer than [`MIN_SLOTS`].
 pub(crate) const BIN_BYTES: usize = 128 << 10;
 
 /// One cached free buffer: its address and when it was freed. No block
@@ -94,7 +95,7 @@ pub(crate) struct Bin {
 }
 
 /// Fewest buffers a bin holds, past [`BIN_BYTES`] for the classes above
-/// 16 KiB: with fewer, a thread that frees and allocates a few such
+/// 8 KiB: with fewer, a thread that frees and allocates a few such
 /// buffers in turn flushed and refilled (one lock each) every few
 /// operations (docs/threads.md, stop 48).
 pub(crate) const MIN_SLOTS: usize = 16;
