@@ -149,9 +149,9 @@ impl ArenaState {
     }
 
     /// Moves up to `n` of class `c`'s retained buffers, newest first, to a
-    /// thread cache's refill: each goes to `put` with its address, block
-    /// and free stamp (it keeps its place in free order should it go back
-    /// unused). Returns how many. Small classes only (no tail to
+    /// thread cache's refill: each goes to `put` with its address and free
+    /// stamp (it keeps its place in free order should it go back unused;
+    /// a cache's entry keeps no block record, `tcache/bin.rs`). Returns how many. Small classes only (no tail to
     /// materialize: a small block's tail never starts a page a larger
     /// request of its class would touch). They become live to the arena
     /// and held by the cache at once (`cached_bytes`): the live bytes less
@@ -161,7 +161,7 @@ impl ArenaState {
         &mut self,
         c: Class,
         n: usize,
-        mut put: impl FnMut(usize, u32, u64),
+        mut put: impl FnMut(usize, u64),
     ) -> usize {
         debug_assert!(capacity(c) < CARVE_LIMIT);
         let mut k = 0;
@@ -169,7 +169,7 @@ impl ArenaState {
             let i = self.warm.pop_newest(&mut self.table, c);
             let b = self.table.at(i);
             b.state = BlockState::Live;
-            put(b.addr, i, b.freed_at);
+            put(b.addr, b.freed_at);
             k += 1;
         }
         let bytes = k * capacity(c);

@@ -1553,7 +1553,7 @@ fn refill(st: &mut ArenaState, cache: &Cache, o: &mut Own, c: Class) {
         if got == batch || l.is_none() {
             break;
         }
-        let took = st.take_for_cache(c, 1, |addr, _block, stamp| {
+        let took = st.take_for_cache(c, 1, |addr, stamp| {
             let pushed = bin.push(Slot { addr, stamp });
             debug_assert!(pushed, "an empty bin holds a batch");
         });

@@ -370,8 +370,9 @@ fn read_back<'a>(bits: &[u64], base: usize, to: &mut impl Iterator<Item = &'a mu
 /// swapped) still reads as rising.
 const TREND: usize = 8;
 
-/// Fewest falling steps at a streak's start taken for a bin's worth kept
-/// from the run before; fewer are the program's own order.
+/// Fewest entries at a streak's start, each above the entry [`TREND`]
+/// places on, taken for a bin's worth kept from the run before; fewer are
+/// the program's own order.
 const HEAD_MIN: usize = 4;
 
 /// Reverses the order of the addresses of `s`.
