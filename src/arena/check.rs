@@ -29,10 +29,15 @@ impl ArenaState {
                 }
             }
             // Free heap extents need no entry (and stale ones may remain);
-            // a run's blocks are indexed by their slots, not by address.
+            // a run's blocks are indexed by their slots, heap pieces by
+            // their pages, neither in the address map.
             let indexed = match b.place {
                 Place::Run(_) => {
                     self.run_index.block_at(b.addr) == Some(i)
+                        && !self.by_addr.contains_key(&b.addr)
+                }
+                Place::Heap(_) => {
+                    self.heap.pieces.block_at(b.addr) == Some(i)
                         && !self.by_addr.contains_key(&b.addr)
                 }
                 _ => self.by_addr.get(&b.addr) == Some(&i),

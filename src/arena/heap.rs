@@ -39,10 +39,12 @@
 //! the cold path, so a warm allocation never allocates metadata.
 
 mod learn;
+mod pieces;
 mod resize;
 
 pub(crate) use self::learn::Learn;
 use self::learn::Planned;
+pub(crate) use self::pieces::PieceIndex;
 
 use super::bitmap::ClassBitmap;
 use super::blocks::{Block, BlockState, List, Place, NIL};
@@ -115,6 +117,8 @@ pub(crate) struct Heap {
     pub segment_len: usize,
     /// Learned placement (`heap/learn.rs`).
     pub learn: Learn,
+    /// Live pieces by address (`heap/pieces.rs`).
+    pub pieces: PieceIndex,
 }
 
 impl Default for Heap {
@@ -130,6 +134,7 @@ impl Default for Heap {
             version: 0,
             segment_len: HEAP_SEGMENT_LEN,
             learn: Learn::default(),
+            pieces: PieceIndex::default(),
         }
     }
 }
@@ -314,9 +319,6 @@ impl ArenaState {
     ) -> Option<Grant> {
         let (cap, need) = sizes(eff, align);
         self.unpark();
-        if self.by_addr.capacity() <= self.by_addr.len() {
-            return None;
-        }
         let i = self.heap_find(need);
         let e = *self.table.get(i)?;
         let Place::Heap(s) = e.place else { return None };
@@ -354,19 +356,6 @@ impl ArenaState {
         self.pins
             .ensure(self.table.len())
             .map_err(|_| NO_ROOM(cap))?;
-        self.purge_stale_entries();
-        // Room for half as many entries again as there are (so that the
-        // warm path's inserts of new addresses rarely find it full); when
-        // less is left, room for twice as many.
-        let (len, room) = (
-            self.by_addr.len(),
-            self.by_addr.capacity() - self.by_addr.len(),
-        );
-        if room <= len / 2 {
-            self.by_addr
-                .try_reserve(2 * len + 1)
-                .map_err(|_| NO_ROOM(cap))?;
-        }
         if self.heap.learn.on {
             self.learn_reserve();
             if self.heap.learn.may_follow() {
@@ -393,26 +382,6 @@ impl ArenaState {
             self.learn_granted(g.block, addr, cap, align, !g.warm);
         }
         Ok(g)
-    }
-
-    /// Drops index entries of addresses where no block starts any more,
-    /// once there are more than twice as many entries as materialized heap
-    /// pages plus held blocks: a repeated run's pieces keep their entries
-    /// (a purge would make them insert again, into index memory the warm
-    /// run then touches first), and the index stays within a small
-    /// fraction of the memory it covers. After a trim lowers the marks the
-    /// next cold request purges.
-    fn purge_stale_entries(&mut self) {
-        let pages = self.heap.marked / os::page_size();
-        if self.by_addr.len() <= 2 * (pages + self.held_buffers) + 64 {
-            return;
-        }
-        let table = &self.table;
-        self.by_addr.retain(|&addr, &mut i| {
-            table.get(i).is_some_and(|b| {
-                b.addr == addr && !matches!(b.state, BlockState::Vacant | BlockState::Extent)
-            })
-        });
     }
 
     /// The best fitting extent for `need` bytes: the smallest of the first
@@ -492,6 +461,11 @@ impl ArenaState {
             .idle
             .make_room(self.heap.segs.len() + 1)
             .map_err(|_| NO_ROOM(cap))?;
+        let entries = self
+            .heap
+            .pieces
+            .entries_for(len)
+            .map_err(|_| NO_ROOM(cap))?;
         let req = MapRequest {
             len,
             align: HUGE_PAGE_SIZE,
@@ -515,6 +489,7 @@ impl ArenaState {
         let mut e = Block::new(base, len, bin_of(len) as u16, Place::Heap(s));
         e.state = BlockState::Extent;
         let i = self.table.insert(e);
+        self.heap.pieces.add_segment(s, base, len, entries);
         self.heap.segs.push(HeapSeg {
             base,
             len,
@@ -566,11 +541,6 @@ impl ArenaState {
         b.state = BlockState::Live;
         b.cap = cap;
         b.class = bin_of(cap) as u16;
-        // Entries of freed pieces stay (see `heap_free`): usually the
-        // address already names this record.
-        if self.by_addr.get(&addr) != Some(&blk) {
-            self.by_addr.insert(addr, blk);
-        }
         self.note_live(cap);
         self.held_buffers += 1;
         let seg = &mut self.heap.segs[s as usize];
@@ -581,6 +551,8 @@ impl ArenaState {
             self.stats.cold_allocations += 1;
             self.raise_mark(s, end, os);
         }
+        // After the mark: raising it clears the entries above the old one.
+        self.heap.pieces.set(s, addr, blk);
         Grant {
             // SAFETY: the piece lies in a live, non-null segment mapping.
             ptr: unsafe { NonNull::new_unchecked(addr as *mut u8) },
@@ -603,8 +575,10 @@ impl ArenaState {
         if end <= mark {
             return;
         }
+        let old = seg.mark;
         seg.mark = end - seg.base;
         self.heap.marked += end - mark;
+        self.heap.pieces.clear(s, old, end - seg.base);
         // SAFETY: [mark, end) is page-aligned (marks and piece ends are
         // whole pages), non-empty, and inside the segment's live read-write
         // mapping; nobody owns those bytes (free space, or a piece being
@@ -868,9 +842,9 @@ impl ArenaState {
         {
             return None;
         }
-        // Still indexed: it was live when parked, and only the cold path
-        // (which merges first) purges entries.
-        debug_assert_eq!(self.by_addr.get(&addr), Some(&x));
+        // Still indexed: it was live when parked, below the mark, and
+        // entries are cleared only above a mark as it rises.
+        debug_assert_eq!(self.heap.pieces.block_at(addr), Some(x));
         self.heap.parked = NIL;
         self.heap.version += 1;
         self.heap.idle.remove(s);

@@ -93,9 +93,9 @@ pub(crate) struct ArenaState {
     /// Capacity for every segment is reserved when one is made, so pushing
     /// here (on the free path) never allocates.
     pub idle_segments: Vec<u32>,
-    /// Live buffers by address (and every own-class block, free or not;
-    /// heap extents are found through their neighbours instead), except
-    /// small-class blocks: those are in `run_index`.
+    /// Live buffers by address (and every own-class block, free or not),
+    /// except small-class blocks (in `run_index`) and execution heap pieces
+    /// (in `heap.pieces`; heap extents are found through their neighbours).
     pub by_addr: AddrMap,
     /// Small-class blocks by address, by arithmetic on their runs.
     pub run_index: RunIndex,
@@ -315,21 +315,24 @@ impl ArenaState {
     }
 
     /// The block indexed at `addr` (live or not): a small-class run's slot
-    /// when a run holds `addr`, else the address index's entry.
+    /// when a run holds `addr`, else as [`ArenaState::large_block_at`].
     #[inline]
     pub(crate) fn indexed_block(&self, addr: usize) -> Option<u32> {
         match self.run_index.lookup(addr) {
             Some(block) => block,
-            None => self.by_addr.get(&addr).copied(),
+            None => self.large_block_at(addr),
         }
     }
 
-    /// The address index's block at `addr` (live or not), for a buffer
-    /// known not to be a small-class slot: [`ArenaState::indexed_block`]
-    /// without the run index.
+    /// The block indexed at `addr` (live or not) for a buffer known not to
+    /// be a small-class slot: the execution heap's entry when a heap
+    /// segment holds `addr`, else the address index's.
     #[inline]
     pub(crate) fn large_block_at(&self, addr: usize) -> Option<u32> {
-        self.by_addr.get(&addr).copied()
+        match self.heap.pieces.block_at(addr) {
+            Some(i) => Some(i),
+            None => self.by_addr.get(&addr).copied(),
+        }
     }
 
     /// Gives every mapping back to the OS. Called once, when the last handle
@@ -361,6 +364,7 @@ impl ArenaState {
         self.run_index.clear();
         self.run_regions.clear();
         self.heap.segs.clear();
+        self.heap.pieces.clear_all();
         self.stats.mapped_bytes = 0;
     }
 }

@@ -164,3 +164,58 @@ fn prefault_materializes_pages_before_first_write() {
         assert_eq!(cost.minor_faults, 0);
     }
 }
+
+/// Heap pieces placed in a warm run at addresses no piece started at
+/// before (as many pieces as the warm-up run placed, the first one 8 MiB
+/// long, so the rest lie 8 MiB higher, up to where only one large buffer
+/// reached): indexing them must cost nothing new (the heap's per-page
+/// index is touched as the mark rises, not as pieces are placed).
+#[test]
+fn heap_pieces_at_new_addresses_below_the_mark_cost_nothing() {
+    const PIECE: usize = 64 << 10;
+    const N: usize = 700;
+    // The lists are made (and their pages touched) before anything is measured.
+    let mut v: Vec<Allocation> = Vec::with_capacity(N);
+    let mut odd: Vec<Allocation> = Vec::with_capacity(N / 2);
+    let mut pieces = |arena: &ExecutionArena, first: usize, seed: u64| {
+        for k in 0..N {
+            let len = if k == 0 { first } else { PIECE };
+            let mut a = arena.allocate(len, 64).unwrap();
+            fill(&mut a.as_mut_slice()[..64], seed + k as u64);
+            v.push(a);
+        }
+        // Every second one kept while the rest go (holes), then found
+        // again by address as they are dropped.
+        for (k, a) in v.drain(..).enumerate() {
+            if k % 2 == 1 {
+                odd.push(a);
+            }
+        }
+        odd.clear();
+    };
+    let code_warmup = ExecutionArena::new();
+    pieces(&code_warmup, PIECE, 0);
+    pieces(&code_warmup, 8 << 20, 0);
+    drop(code_warmup);
+
+    let arena = ExecutionArena::new();
+    let (_, cold, _) = measure(|| {
+        // Marked room past what the shifted run reaches, then the warm-up run.
+        drop(arena.allocate(64 << 20, 64).unwrap());
+        pieces(&arena, PIECE, 1);
+    });
+    println!("warm-up: {cold:?}");
+    let before = arena.stats();
+    const { assert!((8 << 20) + N * PIECE < 64 << 20) };
+    let ((), cost, source) = measure(|| pieces(&arena, 8 << 20, 2));
+    let after = arena.stats();
+    println!("{N} pieces at new addresses: {cost:?} via {source:?}");
+    if crate::support::faults_trusted("heap pieces at new addresses") {
+        assert_eq!(cost.minor_faults, 0, "page faults");
+    }
+    assert_eq!(cost.heap_calls, 0, "heap allocations");
+    assert_eq!(after.os.syscalls(), before.os.syscalls(), "system calls");
+    assert_eq!(after.cold_allocations, before.cold_allocations);
+    assert_eq!(after.warm_allocations - before.warm_allocations, N as u64);
+    assert_eq!(after.live_bytes, 0);
+}

@@ -295,11 +295,7 @@ impl ArenaState {
             return Planned::Unplanned;
         };
         let (addr, end) = (seg.base + off, seg.base + off + cap);
-        if !cold
-            && (end > seg.base + seg.mark
-                || self.table.vacant_len() < 2
-                || self.by_addr.capacity() <= self.by_addr.len())
-        {
+        if !cold && (end > seg.base + seg.mark || self.table.vacant_len() < 2) {
             return Planned::NeedsCold;
         }
         self.unpark();
