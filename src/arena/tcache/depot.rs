@@ -234,7 +234,7 @@ impl Depot {
 
 /// Asks the core for the cache lines of `s` (a prefetch: nothing the
 /// program sees changes). A class's list holds an entry for every free
-/// buffer of the class, 24 bytes each: with hundreds of thousands of them
+/// buffer of the class, 16 bytes each: with hundreds of thousands of them
 /// most of the list is out of cache, and a refill's copy of its batch
 /// stalled on those lines (docs/threads.md, stop 46). Takes and pushes
 /// move along the list's end a batch at a time, so the lines the next
