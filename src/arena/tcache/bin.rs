@@ -88,11 +88,21 @@ pub(crate) struct Bin {
     room: u32,
     /// The class's capacity (below `CARVE_LIMIT`).
     cap: u32,
+    /// Which way the bin's last locked move went ([`FLUSHED`],
+    /// [`REFILLED`], or 0): a second move the same way is a thread
+    /// streaming through the class, and moves the whole bin
+    /// ([`Bin::flush_batch`], [`Bin::refill_batch`]).
+    last_move: u32,
     /// One buffer of the class as a delta of a cache's held word
     /// (`Held::one`), kept rather than computed on each hit.
     one: u64,
     slots: [Slot; BIN_SLOTS],
 }
+
+/// [`Bin::last_move`](Bin): the bin's last locked move was a flush.
+const FLUSHED: u32 = 1;
+/// [`Bin::last_move`](Bin): the bin's last locked move was a refill.
+const REFILLED: u32 = 2;
 
 /// Fewest buffers a bin holds, past [`BIN_BYTES`] for the classes above
 /// 8 KiB: with fewer, a thread that frees and allocates a few such
@@ -134,6 +144,7 @@ impl Bin {
             reach: 0,
             room: 0,
             cap: cap as u32,
+            last_move: 0,
             one: ((cap as u64) << 32) | 1,
             slots: [EMPTY; BIN_SLOTS],
         }
@@ -158,6 +169,7 @@ impl Bin {
         self.reach = 0;
         self.room = 0;
         self.cap = cap as u32;
+        self.last_move = 0;
         self.one = ((cap as u64) << 32) | 1;
     }
 
@@ -224,6 +236,38 @@ impl Bin {
     #[inline]
     pub(crate) fn batch(&self) -> usize {
         (self.limit as usize).div_ceil(2)
+    }
+
+    /// How many entries the flush of a full bin moves, and notes it: half
+    /// the bin ([`Bin::batch`]), or the whole bin when the bin's last
+    /// locked move was a flush too (no refill in between: the thread is
+    /// freeing a streak of the class). Half keeps a thread that frees and
+    /// allocates around a full bin from flushing and refilling by turns;
+    /// the whole bin halves the locks a streak takes, and with many
+    /// threads streaming through one arena those locks are what they
+    /// wait on (docs/threads.md, stop 49).
+    #[inline]
+    pub(crate) fn flush_batch(&mut self) -> usize {
+        let n = self.streak_batch(FLUSHED);
+        self.last_move = FLUSHED;
+        n
+    }
+
+    /// How many entries the refill of an empty bin asks for, and notes
+    /// it: as [`Bin::flush_batch`], the whole bin after a refill.
+    #[inline]
+    pub(crate) fn refill_batch(&mut self) -> usize {
+        let n = self.streak_batch(REFILLED);
+        self.last_move = REFILLED;
+        n
+    }
+
+    fn streak_batch(&self, way: u32) -> usize {
+        if self.last_move == way {
+            self.limit as usize
+        } else {
+            self.batch()
+        }
     }
 
     /// Hands out the newest entry, if any: it becomes one more credit.
@@ -367,6 +411,27 @@ impl Bin {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_second_move_the_same_way_moves_the_whole_bin() {
+        let mut b = Bin::new(64);
+        let (half, whole) = (BIN_SLOTS / 2, BIN_SLOTS);
+        assert_eq!(b.batch(), half);
+        // Flushes in a row: half, then the whole bin each time.
+        assert_eq!(b.flush_batch(), half);
+        assert_eq!(b.flush_batch(), whole);
+        assert_eq!(b.flush_batch(), whole);
+        // A refill between: half again, both ways.
+        assert_eq!(b.refill_batch(), half);
+        assert_eq!(b.refill_batch(), whole);
+        assert_eq!(b.flush_batch(), half);
+        assert_eq!(b.refill_batch(), half);
+        // A reset forgets the last move; small bins move their own limit.
+        b.reset(64);
+        assert_eq!(b.refill_batch(), half);
+        let mut t = Bin::with_limit(64, 5);
+        assert_eq!((t.flush_batch(), t.flush_batch()), (3, 5));
+    }
 
     #[test]
     fn a_reset_bin_behaves_as_a_new_one() {

@@ -12,7 +12,10 @@
 //! - A cache is a bounded stack per class (`bin.rs`). A hit is a pop or a
 //!   push and a few owner-only counter stores. An empty bin is refilled with
 //!   half a bin's worth of the class's retained buffers under one lock
-//!   acquisition; a full one gives its oldest half back the same way.
+//!   acquisition; a full one gives its oldest half back the same way. A
+//!   second refill with no flush between (or a second flush with no
+//!   refill) moves the whole bin: a thread streaming through a class
+//!   takes the lock once a bin.
 //! - A buffer belongs to the arena, not to a thread: a buffer freed on
 //!   another thread goes into *that* thread's cache when it has a credit
 //!   for its class (it handed one out), else onto the arena's remote stack
@@ -1531,13 +1534,14 @@ fn allocate_slow(core: &ArenaCore, c: Class) -> Option<Grant> {
     Some(take(cache, o, s, c))
 }
 
-/// Under the lock: half a bin of class `c`'s retained buffers into its
+/// Under the lock: half a bin (the whole bin after a refill, see
+/// [`bin::Bin::refill_batch`]) of class `c`'s retained buffers into its
 /// bin, the most recently freed first, from the depot (no block record to
 /// touch; they are in `cached_bytes` already) or the class's free list, so
 /// that the cache hands out what the arena would: its newest.
 fn refill(st: &mut ArenaState, cache: &Cache, o: &mut Own, c: Class) {
     let cap = capacity(c);
-    let batch = o.bins[c].batch();
+    let batch = o.bins[c].refill_batch();
     let bin = &mut o.bins[c];
     let mut got = 0;
     while got < batch {
@@ -1587,7 +1591,7 @@ pub(crate) fn free_slow(core: &ArenaCore, c: Class, addr: usize) -> bool {
         stamp: stamp(cache),
     };
     if !o.bins[c].push(slot) {
-        let n = o.bins[c].batch();
+        let n = o.bins[c].flush_batch();
         locked(core, cache, o, |st, o| {
             give_back(st, core, cache, o, c, n, false)
         });
