@@ -151,9 +151,10 @@ impl ArenaState {
     /// Moves up to `n` of class `c`'s retained buffers, newest first, to a
     /// thread cache's refill: each goes to `put` with its address and free
     /// stamp (it keeps its place in free order should it go back unused;
-    /// a cache's entry keeps no block record, `tcache/bin.rs`). Returns how many. Small classes only (no tail to
-    /// materialize: a small block's tail never starts a page a larger
-    /// request of its class would touch). They become live to the arena
+    /// a cache's entry keeps no block record, `tcache/bin.rs`). Returns
+    /// how many. Small classes only (no tail to materialize: a small
+    /// block's tail never starts a page a larger request of its class
+    /// would touch). They become live to the arena
     /// and held by the cache at once (`cached_bytes`): the live bytes less
     /// the held ones do not move, so neither can the peak, and none is
     /// checked.

@@ -88,21 +88,22 @@ pub(crate) struct Bin {
     room: u32,
     /// The class's capacity (below `CARVE_LIMIT`).
     cap: u32,
-    /// Which way the bin's last locked move went ([`FLUSHED`],
-    /// [`REFILLED`], or 0): a second move the same way is a thread
-    /// streaming through the class, and moves the whole bin
-    /// ([`Bin::flush_batch`], [`Bin::refill_batch`]).
-    last_move: u32,
+    /// Which way the bin's last locked move went: a second move the same
+    /// way is a thread streaming through the class, and moves the whole
+    /// bin ([`Bin::move_batch`]).
+    last_move: Option<Move>,
     /// One buffer of the class as a delta of a cache's held word
     /// (`Held::one`), kept rather than computed on each hit.
     one: u64,
     slots: [Slot; BIN_SLOTS],
 }
 
-/// [`Bin::last_move`](Bin): the bin's last locked move was a flush.
-const FLUSHED: u32 = 1;
-/// [`Bin::last_move`](Bin): the bin's last locked move was a refill.
-const REFILLED: u32 = 2;
+/// A bin's locked moves: a full bin's flush, an empty bin's refill.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Move {
+    Flush,
+    Refill,
+}
 
 /// Fewest buffers a bin holds, past [`BIN_BYTES`] for the classes above
 /// 8 KiB: with fewer, a thread that frees and allocates a few such
@@ -144,7 +145,7 @@ impl Bin {
             reach: 0,
             room: 0,
             cap: cap as u32,
-            last_move: 0,
+            last_move: None,
             one: ((cap as u64) << 32) | 1,
             slots: [EMPTY; BIN_SLOTS],
         }
@@ -169,7 +170,7 @@ impl Bin {
         self.reach = 0;
         self.room = 0;
         self.cap = cap as u32;
-        self.last_move = 0;
+        self.last_move = None;
         self.one = ((cap as u64) << 32) | 1;
     }
 
@@ -238,36 +239,25 @@ impl Bin {
         (self.limit as usize).div_ceil(2)
     }
 
-    /// How many entries the flush of a full bin moves, and notes it: half
-    /// the bin ([`Bin::batch`]), or the whole bin when the bin's last
-    /// locked move was a flush too (no refill in between: the thread is
-    /// freeing a streak of the class). Half keeps a thread that frees and
-    /// allocates around a full bin from flushing and refilling by turns;
-    /// the whole bin halves the locks a streak takes, and with many
-    /// threads streaming through one arena those locks are what they
-    /// wait on (docs/threads.md, stop 49).
+    /// How many entries a flush of the full bin moves, or a refill of the
+    /// empty bin asks for, and notes the move: half the bin
+    /// ([`Bin::batch`]), or the whole bin when the bin's last locked move
+    /// went the same way (a flush with no refill since: the thread is
+    /// freeing a streak of the class; or a refill with no flush since).
+    /// Half keeps a thread that frees and allocates around a full or
+    /// empty bin from flushing and refilling by turns; the whole bin
+    /// halves the locks a streak takes, and with many threads streaming
+    /// through one arena those locks are what they wait on
+    /// (docs/threads.md, stop 49).
     #[inline]
-    pub(crate) fn flush_batch(&mut self) -> usize {
-        let n = self.streak_batch(FLUSHED);
-        self.last_move = FLUSHED;
-        n
-    }
-
-    /// How many entries the refill of an empty bin asks for, and notes
-    /// it: as [`Bin::flush_batch`], the whole bin after a refill.
-    #[inline]
-    pub(crate) fn refill_batch(&mut self) -> usize {
-        let n = self.streak_batch(REFILLED);
-        self.last_move = REFILLED;
-        n
-    }
-
-    fn streak_batch(&self, way: u32) -> usize {
-        if self.last_move == way {
+    pub(crate) fn move_batch(&mut self, way: Move) -> usize {
+        let n = if self.last_move == Some(way) {
             self.limit as usize
         } else {
             self.batch()
-        }
+        };
+        self.last_move = Some(way);
+        n
     }
 
     /// Hands out the newest entry, if any: it becomes one more credit.
@@ -418,19 +408,22 @@ mod tests {
         let (half, whole) = (BIN_SLOTS / 2, BIN_SLOTS);
         assert_eq!(b.batch(), half);
         // Flushes in a row: half, then the whole bin each time.
-        assert_eq!(b.flush_batch(), half);
-        assert_eq!(b.flush_batch(), whole);
-        assert_eq!(b.flush_batch(), whole);
+        assert_eq!(b.move_batch(Move::Flush), half);
+        assert_eq!(b.move_batch(Move::Flush), whole);
+        assert_eq!(b.move_batch(Move::Flush), whole);
         // A refill between: half again, both ways.
-        assert_eq!(b.refill_batch(), half);
-        assert_eq!(b.refill_batch(), whole);
-        assert_eq!(b.flush_batch(), half);
-        assert_eq!(b.refill_batch(), half);
+        assert_eq!(b.move_batch(Move::Refill), half);
+        assert_eq!(b.move_batch(Move::Refill), whole);
+        assert_eq!(b.move_batch(Move::Flush), half);
+        assert_eq!(b.move_batch(Move::Refill), half);
         // A reset forgets the last move; small bins move their own limit.
         b.reset(64);
-        assert_eq!(b.refill_batch(), half);
+        assert_eq!(b.move_batch(Move::Refill), half);
         let mut t = Bin::with_limit(64, 5);
-        assert_eq!((t.flush_batch(), t.flush_batch()), (3, 5));
+        assert_eq!(
+            (t.move_batch(Move::Flush), t.move_batch(Move::Flush)),
+            (3, 5)
+        );
     }
 
     #[test]

@@ -70,7 +70,7 @@ mod streak;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
-use self::bin::{Bin, Slot};
+use self::bin::{Bin, Move, Slot};
 use self::claim::Claim;
 pub(crate) use self::depot::Depot;
 pub(crate) use self::epoch::{epoch_flags, first_epoch, ORPHANED};
@@ -1535,13 +1535,13 @@ fn allocate_slow(core: &ArenaCore, c: Class) -> Option<Grant> {
 }
 
 /// Under the lock: half a bin (the whole bin after a refill, see
-/// [`bin::Bin::refill_batch`]) of class `c`'s retained buffers into its
+/// [`Bin::move_batch`]) of class `c`'s retained buffers into its
 /// bin, the most recently freed first, from the depot (no block record to
 /// touch; they are in `cached_bytes` already) or the class's free list, so
 /// that the cache hands out what the arena would: its newest.
 fn refill(st: &mut ArenaState, cache: &Cache, o: &mut Own, c: Class) {
     let cap = capacity(c);
-    let batch = o.bins[c].refill_batch();
+    let batch = o.bins[c].move_batch(Move::Refill);
     let bin = &mut o.bins[c];
     let mut got = 0;
     while got < batch {
@@ -1591,7 +1591,7 @@ pub(crate) fn free_slow(core: &ArenaCore, c: Class, addr: usize) -> bool {
         stamp: stamp(cache),
     };
     if !o.bins[c].push(slot) {
-        let n = o.bins[c].flush_batch();
+        let n = o.bins[c].move_batch(Move::Flush);
         locked(core, cache, o, |st, o| {
             give_back(st, core, cache, o, c, n, false)
         });
