@@ -586,9 +586,9 @@ mod tests {
     fn a_bins_held_delta_is_one_buffer_of_its_class() {
         for cap in [16, 48, 4096, 48 << 10] {
             let one = Bin::new(cap).held_one();
-            assert_eq!(one, super::super::Held::one(cap));
-            assert_eq!(super::super::Held(one).bytes(), cap);
-            assert_eq!(super::super::Held(one).buffers(), 1);
+            assert_eq!(one, super::super::cache::Held::one(cap));
+            assert_eq!(super::super::cache::Held(one).bytes(), cap);
+            assert_eq!(super::super::cache::Held(one).buffers(), 1);
         }
     }
 

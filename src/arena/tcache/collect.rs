@@ -35,10 +35,11 @@
 //! are stored once for the whole collection.
 
 use super::bin::{Slot, BIN_SLOTS};
+use super::cache::{Cache, Own};
 use super::hints;
 use super::remote::{self, link};
-use super::{Cache, Class, Own};
 use crate::arena::shared::ArenaCore;
+use crate::size_class::Class;
 
 /// Takes the arena's remote stack of class `c` (if any buffer waits) and
 /// keeps its newest buffers, as many as this cache has credit and room

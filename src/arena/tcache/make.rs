@@ -8,9 +8,14 @@
 //! thread's cost. Here the box's memory is allocated first and each field
 //! written into it once.
 
+use super::bin::Bin;
+use super::cache::{Cache, Counters, Own, View};
+use super::heap_slot::HeapSlot;
 use super::hints::Recent;
 use super::large::LARGE_BYTES;
-use super::{Bin, Cache, Counters, HeapSlot, Large, Link, Own, View, LARGE_CLASSES, SMALL_CLASSES};
+use super::large::{Large, LARGE_CLASSES};
+use super::link::Link;
+use super::SMALL_CLASSES;
 use crate::arena::metadata;
 use crate::arena::shared::ArenaCore;
 use crate::size_class::capacity;

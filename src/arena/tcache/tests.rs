@@ -622,7 +622,7 @@ fn a_thread_that_starts_after_others_left_gets_a_left_caches_memory() {
                 let a = a.clone();
                 std::thread::spawn(move || {
                     drop(a.allocate(64, 8).unwrap());
-                    super::cache_addr(&a.core).unwrap()
+                    super::front::cache_addr(&a.core).unwrap()
                 })
                 .join()
                 .unwrap()
@@ -646,7 +646,7 @@ fn a_thread_that_starts_after_others_left_gets_a_left_caches_memory() {
         let a = a.clone();
         std::thread::spawn(move || {
             drop(buf);
-            super::cache_addr(&a.core)
+            super::front::cache_addr(&a.core)
         })
         .join()
         .unwrap()
