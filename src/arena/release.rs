@@ -7,6 +7,7 @@
 use super::blocks::{BlockState, Place, DEDICATED, NIL};
 use super::owners;
 use super::state::ArenaState;
+use super::warm::InsertRun;
 use crate::os::{self, OsCounters};
 use crate::size_class::{Class, CLASS_COUNT};
 use core::ptr::NonNull;
@@ -72,6 +73,20 @@ impl ArenaState {
     /// the cap (caching is on only for caps far above a cache's bytes).
     /// Returns the block, or `NIL` when it was not live.
     pub(crate) fn free_cached(&mut self, i: u32, addr: usize, stamp: u64) -> u32 {
+        self.free_cached_next(i, addr, stamp, &mut InsertRun::default())
+    }
+
+    /// [`ArenaState::free_cached`] for the next of a run of buffers of one
+    /// class given oldest first (see [`WarmSets::insert_next`]).
+    ///
+    /// [`WarmSets::insert_next`]: super::warm::WarmSets::insert_next
+    pub(crate) fn free_cached_next(
+        &mut self,
+        i: u32,
+        addr: usize,
+        stamp: u64,
+        run: &mut InsertRun,
+    ) -> u32 {
         let i = if i == NIL {
             match self.live_block_at(addr) {
                 Some(i) => i,
@@ -92,7 +107,7 @@ impl ArenaState {
         let b = self.table.at(i);
         b.state = BlockState::Warm;
         b.freed_at = stamp;
-        self.warm.insert_by_stamp(&mut self.table, c, i);
+        self.warm.insert_next(&mut self.table, c, i, run);
         i
     }
 
@@ -122,6 +137,10 @@ impl ArenaState {
     /// Frees every depot buffer into its class's free list at its free
     /// stamp, as a cache's flush would have: for a trim, an exceeded
     /// retention cap and an orphaned arena, which work on the free lists.
+    /// A class's buffers go in oldest stamp first ([`Depot::drain`]), as
+    /// one run into its list.
+    ///
+    /// [`Depot::drain`]: super::tcache::Depot::drain
     pub(crate) fn settle_depot(&mut self) {
         if self.depot.buffers() == 0 {
             return;
@@ -129,8 +148,12 @@ impl ArenaState {
         // Taken out and put back to borrow the lists beside the state (an
         // empty depot allocates nothing; the lists keep their room).
         let mut depot = core::mem::take(&mut self.depot);
+        let mut run = (NIL as usize, InsertRun::default());
         depot.drain(|c, s| {
-            let i = self.free_cached(NIL, s.addr, s.stamp);
+            if run.0 != c {
+                run = (c, InsertRun::default());
+            }
+            let i = self.free_cached_next(NIL, s.addr, s.stamp, &mut run.1);
             debug_assert!(i != NIL, "a depot buffer was not live");
             self.cached_bytes -= crate::size_class::capacity(c);
             self.cache_flushed += 1;

@@ -218,10 +218,17 @@ impl Depot {
             .map_or((&[][..], 0), |l| (&l[..], l.capacity()))
     }
 
-    /// Removes every buffer, handing each to `f` with its class, oldest
-    /// first within a class. Keeps the lists' room.
+    /// Removes every buffer, handing each to `f` with its class, class by
+    /// class, oldest stamp first within a class. Keeps the lists' room.
+    ///
+    /// A list is in the order its buffers were pushed, which is not their
+    /// stamps' order when several threads' caches flushed into it: each
+    /// thread's stamps start from the arena's free count as that thread
+    /// last saw it. It is sorted in place first (no allocation: this runs
+    /// under the arena's lock, where an allocation could come back to it).
     pub(crate) fn drain(&mut self, mut f: impl FnMut(Class, Slot)) {
         for (c, l) in self.lists.iter_mut().enumerate() {
+            l.sort_unstable_by_key(|s| s.stamp);
             for s in l.drain(..) {
                 f(c, s);
             }
@@ -326,6 +333,42 @@ mod tests {
 
     fn slot(k: usize) -> Slot {
         Slot::for_test(k)
+    }
+
+    #[test]
+    fn a_drain_hands_each_class_oldest_stamp_first_and_keeps_the_room() {
+        let mut d = Depot::default();
+        for _ in 0..8 {
+            d.reserve_one(1).unwrap();
+            d.reserve_one(4).unwrap();
+        }
+        // Two threads' flushes into one list: batches whose stamps interleave.
+        let at = |k: usize, stamp: u64| Slot {
+            addr: 4096 + 64 * k,
+            stamp,
+        };
+        assert!(d.push_all(4, &[at(0, 10), at(1, 11), at(2, 12)]));
+        assert!(d.push_all(4, &[at(3, 3), at(4, 4)]));
+        assert!(d.push_all(4, &[at(5, 13), at(6, 5)]));
+        assert!(d.push_all(1, &[at(7, 9), at(8, 2)]));
+        let mut got = vec![];
+        d.drain(|c, s| got.push((c, s.stamp)));
+        assert_eq!(
+            got,
+            [
+                (1, 2),
+                (1, 9),
+                (4, 3),
+                (4, 4),
+                (4, 5),
+                (4, 10),
+                (4, 11),
+                (4, 12),
+                (4, 13)
+            ]
+        );
+        assert_eq!((d.buffers(), d.bytes()), (0, 0));
+        assert_eq!(d.room(4), 8, "the room stays");
     }
 
     #[test]

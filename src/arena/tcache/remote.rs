@@ -47,6 +47,7 @@ use crate::arena::blocks::NIL;
 use crate::arena::run_index;
 use crate::arena::shared::ArenaCore;
 use crate::arena::state::ArenaState;
+use crate::arena::warm::InsertRun;
 use crate::size_class::capacity;
 #[cfg(not(loom))]
 use core::sync::atomic::{AtomicUsize, Ordering};
@@ -306,10 +307,13 @@ fn absorb_chain(st: &mut ArenaState, core: &ArenaCore, head: usize, hints: usize
     // SAFETY: the chain was taken from a stack, and each of its buffers
     // was pushed with a link (`link::write`).
     let mut at = unsafe { link::reversed(head, st.stats.live_buffers, hints) };
+    // Oldest first: those the depot refuses go into their class's list as
+    // one run (a stack holds one class).
+    let mut run = InsertRun::default();
     while at != 0 {
         // SAFETY: as above.
         let (next, stamp) = unsafe { link::read(at) };
-        absorb_one(st, core, at, stamp);
+        absorb_one(st, core, at, stamp, &mut run);
         at = next;
     }
 }
@@ -328,7 +332,7 @@ pub(crate) fn pushed_class(core: &ArenaCore, addr: usize) -> Option<usize> {
 /// to start one of the run's slots by arithmetic; its block is not looked
 /// up: the depot keeps it without (`NIL`), as a flush keeps a buffer freed
 /// by address, and the free lists find it themselves.
-fn absorb_one(st: &mut ArenaState, core: &ArenaCore, addr: usize, stamp: u64) {
+fn absorb_one(st: &mut ArenaState, core: &ArenaCore, addr: usize, stamp: u64, run: &mut InsertRun) {
     let Some(c) = pushed_class(core, addr) else {
         // Not a small buffer of this arena (never: the freeing thread
         // found its class the same way): the checked free decides.
@@ -344,7 +348,7 @@ fn absorb_one(st: &mut ArenaState, core: &ArenaCore, addr: usize, stamp: u64) {
         st.absorbed_frees += 1;
         return;
     }
-    let i = st.free_cached(NIL, addr, stamp);
+    let i = st.free_cached_next(NIL, addr, stamp, run);
     if i != NIL && st.behind_high(i) {
         st.catch_up(i, &core.os);
     }

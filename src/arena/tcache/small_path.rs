@@ -9,6 +9,7 @@ use super::{collect, hints, remote};
 use crate::arena::blocks::NIL;
 use crate::arena::shared::ArenaCore;
 use crate::arena::state::{ArenaState, Grant};
+use crate::arena::warm::InsertRun;
 use crate::size_class::{capacity, Class};
 use core::ptr::NonNull;
 
@@ -159,9 +160,15 @@ pub(super) fn free_to_lists(
     trim: bool,
 ) -> (usize, usize) {
     let mut moved = 0usize;
+    // Oldest first, as one run into the class's list; a trim evicts each
+    // one from the list at once, so each is inserted alone.
+    let mut run = InsertRun::default();
     o.bins[c].drain_oldest(n, |s| {
         moved += 1;
-        let i = st.free_cached(NIL, s.addr, s.stamp);
+        if trim {
+            run = InsertRun::default();
+        }
+        let i = st.free_cached_next(NIL, s.addr, s.stamp, &mut run);
         debug_assert!(i != NIL, "a cached buffer was not live");
         if trim && i != NIL {
             let bytes = st.evict(i, &core.os);
