@@ -280,7 +280,7 @@ pub(super) fn check_peak(cache: &Cache, o: &Own, held: u64) {
 /// The live bytes as the peak, if higher, and the view's floor for the
 /// next hits.
 #[inline(always)]
-pub(super) fn note_peak(cache: &Cache, o: &Own, held: u64) {
+fn note_peak(cache: &Cache, o: &Own, held: u64) {
     // Live bytes now: the arena's (less what caches published) less what
     // this cache holds beyond what it published. Exact on one thread.
     let base = cache.view.live.load(Relaxed).wrapping_add(o.published);
@@ -298,7 +298,7 @@ pub(super) fn note_peak(cache: &Cache, o: &Own, held: u64) {
 /// (at most `u32::MAX`, so a hit then always checks), or 0 (never) while
 /// `base` is not above the peak, or is negative as modular live bytes can
 /// be for a while.
-pub(super) const fn floor_word(base: usize, peak: usize) -> u64 {
+const fn floor_word(base: usize, peak: usize) -> u64 {
     if (base as isize) > 0 && base > peak {
         let f = base - peak;
         let f = if f > u32::MAX as usize {
@@ -338,7 +338,7 @@ pub(super) fn locked_refill<R>(
 
 /// The frame of [`locked`] around `f`, on the state `st` holds locked.
 #[inline(always)]
-pub(super) fn framed<R>(
+fn framed<R>(
     mut st: crate::arena::shared::StateGuard<'_>,
     cache: &Cache,
     o: &mut Own,

@@ -216,7 +216,7 @@ pub(super) fn ready_cache(core: &ArenaCore) -> Option<&Cache> {
 /// cache builds one on the stack (several pages, probed at every call),
 /// which every refill, flush and remote free paid while this was inlined.
 #[inline(never)]
-pub(super) fn find_ready_cache(core: &ArenaCore) -> Option<&Cache> {
+fn find_ready_cache(core: &ArenaCore) -> Option<&Cache> {
     // The arena whose caching this thread last found off (and whose cache
     // it emptied then): while its epoch stays, no lookup, no lock.
     let key = (core as *const ArenaCore, core.epoch.load(Relaxed));
@@ -278,7 +278,7 @@ pub(super) fn flush(
 }
 
 /// Finds this thread's cache for `core` in `f`, or makes and registers one.
-pub(super) fn find_or_make(f: &Front, core: &ArenaCore) -> Option<*mut Cache> {
+fn find_or_make(f: &Front, core: &ArenaCore) -> Option<*mut Cache> {
     reclaim_orphans(f);
     let me = core as *const ArenaCore;
     if let Some(k) = f.keys.iter().position(|key| key.get() == me) {
@@ -337,13 +337,13 @@ pub(super) fn find_or_make(f: &Front, core: &ArenaCore) -> Option<*mut Cache> {
 
 /// Whether `c` is the cache for the arena body `core` with id `id` (not
 /// one for an earlier body at the same address).
-pub(super) fn is_for(c: &Cache, core: *const ArenaCore, id: u64) -> bool {
+fn is_for(c: &Cache, core: *const ArenaCore, id: u64) -> bool {
     core::ptr::eq(c.core, core) && c.id == id
 }
 
 /// This thread's cache for the arena body `core` (id `id`) from its slots,
 /// if it has one. Called with that arena's lock held.
-pub(super) fn slotted(core: *const ArenaCore, id: u64) -> Option<*mut Cache> {
+fn slotted(core: *const ArenaCore, id: u64) -> Option<*mut Cache> {
     // The first touch of the thread-local may register its destructor,
     // which may allocate: never through this arena, whose lock is held.
     let _m = metadata::enter();

@@ -108,7 +108,7 @@ pub(crate) fn free_large_hit(core: &ArenaCore, c: Class, addr: usize, block: u32
 
 /// [`free_large_hit`] into large slot `k`.
 #[inline(always)]
-pub(super) fn free_large_in(
+fn free_large_in(
     core: &ArenaCore,
     cache: &Cache,
     o: &mut Own,
@@ -137,7 +137,7 @@ pub(super) fn free_large_in(
 /// the buffer at `addr` (freed by layout: no block) is lent to.
 #[cold]
 #[inline(never)]
-pub(super) fn lent_above(o: &Own, k: usize, addr: usize, block: u32) -> Option<usize> {
+fn lent_above(o: &Own, k: usize, addr: usize, block: u32) -> Option<usize> {
     if block != NIL {
         return None;
     }
@@ -162,7 +162,7 @@ pub(super) fn borrowable(first: usize, limit: usize) -> impl Iterator<Item = usi
 /// buffer took the lock before too (the slot was full).
 #[cold]
 #[inline(never)]
-pub(super) fn give_back_older_large(core: &ArenaCore, cache: &Cache, o: &mut Own, k: usize) {
+fn give_back_older_large(core: &ArenaCore, cache: &Cache, o: &mut Own, k: usize) {
     locked(core, cache, o, |st, o| {
         give_back_large(st, core, cache, o, k, false)
     });
@@ -174,7 +174,7 @@ pub(super) fn give_back_older_large(core: &ArenaCore, cache: &Cache, o: &mut Own
 /// the slot takes it; otherwise the arena does (and the slot forgets it).
 #[cold]
 #[inline(never)]
-pub(super) fn free_large_making_room(
+fn free_large_making_room(
     core: &ArenaCore,
     cache: &Cache,
     o: &mut Own,
@@ -195,7 +195,7 @@ pub(super) fn free_large_making_room(
 /// The slot of class `LARGE_FIRST + k` takes the buffer at `addr` if it
 /// was lent here and `room` allows (see `Large::returned`).
 #[inline(always)]
-pub(super) fn put_large(
+fn put_large(
     cache: &Cache,
     o: &mut Own,
     k: usize,
@@ -255,7 +255,7 @@ pub(crate) fn settle_all_large(st: &mut ArenaState, core: &ArenaCore) {
 /// one being freed.
 #[cold]
 #[inline(never)]
-pub(super) fn give_back_big(core: &ArenaCore, cache: &Cache, o: &mut Own) {
+fn give_back_big(core: &ArenaCore, cache: &Cache, o: &mut Own) {
     let first_big = class_of_classed(BUDGET_MAX) + 1 - LARGE_FIRST;
     locked(core, cache, o, |st, o| {
         for k in first_big..LARGE_CLASSES {
@@ -267,7 +267,7 @@ pub(super) fn give_back_big(core: &ArenaCore, cache: &Cache, o: &mut Own) {
 }
 
 /// Gives large slot `k`'s buffer back to the arena (see [`flush_large`]).
-pub(super) fn give_back_large(
+fn give_back_large(
     st: &mut ArenaState,
     core: &ArenaCore,
     cache: &Cache,

@@ -123,7 +123,7 @@ pub(super) fn give_back(
 /// Moves the `n` oldest buffers of bin `c` into the depot (which has room
 /// for them); returns how many left the bin and how many of those the
 /// arena freed into the free lists instead (none while the room holds).
-pub(super) fn keep_in_depot(
+fn keep_in_depot(
     st: &mut ArenaState,
     core: &ArenaCore,
     o: &mut Own,
@@ -151,7 +151,7 @@ pub(super) fn keep_in_depot(
 /// Frees the `n` oldest buffers of bin `c` into their class's free list
 /// (with `trim`, releasing their pages); returns how many left the bin and
 /// how many the arena freed (all of them).
-pub(super) fn free_to_lists(
+fn free_to_lists(
     st: &mut ArenaState,
     core: &ArenaCore,
     o: &mut Own,
@@ -180,7 +180,7 @@ pub(super) fn free_to_lists(
 
 #[cold]
 #[inline(never)]
-pub(super) fn allocate_slow(core: &ArenaCore, c: Class) -> Option<Grant> {
+fn allocate_slow(core: &ArenaCore, c: Class) -> Option<Grant> {
     let cache = ready_cache(core)?;
     // SAFETY: this thread's cache; no other borrow of `own` is alive.
     let o = unsafe { cache.own() };
@@ -209,6 +209,9 @@ pub(super) fn allocate_slow(core: &ArenaCore, c: Class) -> Option<Grant> {
         }
         refill(st, cache, o, c)
     });
+    // Runs in order, the newest run first: the newest goes on top. After
+    // the lock is let go: the bin is this thread's alone.
+    o.bins[c].sort_by_stamp();
     // Nothing of the class itself: the shared path serves it (a new buffer
     // of the class). Only the request's own class is reused, in the cache
     // as in the arena (`reuse.rs`), so that a repeated workload holds the
@@ -225,8 +228,9 @@ pub(super) fn allocate_slow(core: &ArenaCore, c: Class) -> Option<Grant> {
 /// [`Bin::move_batch`]) of class `c`'s retained buffers into its
 /// bin, the most recently freed first, from the depot (no block record to
 /// touch; they are in `cached_bytes` already) or the class's free list, so
-/// that the cache hands out what the arena would: its newest.
-pub(super) fn refill(st: &mut ArenaState, cache: &Cache, o: &mut Own, c: Class) {
+/// that the cache hands out what the arena would: its newest (once the
+/// caller has put the bin in stamp order, after the lock).
+fn refill(st: &mut ArenaState, cache: &Cache, o: &mut Own, c: Class) {
     let cap = capacity(c);
     let batch = o.bins[c].move_batch(Move::Refill);
     let bin = &mut o.bins[c];
@@ -253,8 +257,6 @@ pub(super) fn refill(st: &mut ArenaState, cache: &Cache, o: &mut Own, c: Class) 
         }
         got += 1;
     }
-    // Runs in order, the newest run first: the newest goes on top.
-    bin.sort_by_stamp();
     cache.counters.add_held(Held::one(cap) * got as u64);
     o.published += got * cap;
 }

@@ -73,7 +73,7 @@ pub(crate) fn allocate_stashed(
 /// this thread's slot `k`.
 #[cold]
 #[inline(never)]
-pub(super) fn take_stashed(core: &ArenaCore, k: usize, size: usize) -> Option<Grant> {
+fn take_stashed(core: &ArenaCore, k: usize, size: usize) -> Option<Grant> {
     let cache = fast_cache(core)?;
     let p = core.stash.take(k, size)?;
     // SAFETY: this thread's cache; the borrow ends within this function.
@@ -127,7 +127,7 @@ pub(crate) fn unstash_for(st: &mut ArenaState, core: &ArenaCore, c: Class) -> bo
 
 /// Under the arena's lock: a buffer out of the stash back to the arena,
 /// as if freed now, its pages caught up to its class's largest request.
-pub(super) fn return_stashed(st: &mut ArenaState, core: &ArenaCore, p: Piece) {
+fn return_stashed(st: &mut ArenaState, core: &ArenaCore, p: Piece) {
     let at = st.clock << STAMP_SEQ_BITS;
     let i = st.free_cached(p.block, p.addr, at);
     debug_assert!(i != NIL, "a stashed buffer was not live");
@@ -138,7 +138,7 @@ pub(super) fn return_stashed(st: &mut ArenaState, core: &ArenaCore, p: Piece) {
 
 /// After `n` buffers came back from the stash: each was counted as a
 /// free by the cache that stashed it; the cap holds again.
-pub(super) fn settle_unstashed(st: &mut ArenaState, core: &ArenaCore, n: usize) {
+fn settle_unstashed(st: &mut ArenaState, core: &ArenaCore, n: usize) {
     st.cache_flushed += n as u64;
     if n > 0 {
         st.hold_cap(&core.os);
