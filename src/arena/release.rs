@@ -148,12 +148,9 @@ impl ArenaState {
         // Taken out and put back to borrow the lists beside the state (an
         // empty depot allocates nothing; the lists keep their room).
         let mut depot = core::mem::take(&mut self.depot);
-        let mut run = (NIL as usize, InsertRun::default());
+        let mut run = InsertRun::default();
         depot.drain(|c, s| {
-            if run.0 != c {
-                run = (c, InsertRun::default());
-            }
-            let i = self.free_cached_next(NIL, s.addr, s.stamp, &mut run.1);
+            let i = self.free_cached_next(NIL, s.addr, s.stamp, &mut run);
             debug_assert!(i != NIL, "a depot buffer was not live");
             self.cached_bytes -= crate::size_class::capacity(c);
             self.cache_flushed += 1;

@@ -15,11 +15,12 @@ use super::blocks::{BlockTable, List, NIL};
 use crate::size_class::{Class, CLASS_COUNT};
 
 /// Where the last block of a run of [`WarmSets::insert_next`] calls went
-/// in its class's list (`None` before the first, or after one that became
-/// the newest).
+/// in its class's list: the class and the block (`None` before the first,
+/// or after one that became the newest). A block of another class starts
+/// the run again.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct InsertRun {
-    after: Option<u32>,
+    after: Option<(Class, u32)>,
 }
 
 /// Retained buffers per class: `hot[c]` is the newest, `older[c]` the rest.
@@ -113,7 +114,13 @@ impl WarmSets {
         let list = &mut self.older[c];
         let mut walked = 0;
         let mut after = match run.after {
-            Some(a) if at(table, a) <= stamp => a,
+            Some((rc, a)) if rc == c && at(table, a) <= stamp => {
+                debug_assert!(
+                    table.get(a).is_some_and(|b| b.class as usize == c),
+                    "a run's block left its list"
+                );
+                a
+            }
             _ => {
                 let mut a = list.tail;
                 while a != NIL && at(table, a) > stamp {
@@ -135,7 +142,7 @@ impl WarmSets {
             walked += 1;
         }
         table.insert_after(list, after, i);
-        run.after = Some(i);
+        run.after = Some((c, i));
         walked
     }
 
@@ -290,6 +297,32 @@ mod tests {
             .sum();
         assert_eq!(stamps(&w2, &t2), want);
         assert!(alone >= n * m / 2 - n, "walked {alone}");
+    }
+
+    #[test]
+    fn a_block_of_another_class_starts_the_run_again() {
+        let mut t = BlockTable::default();
+        let a = blocks(&mut t, &[10, 20, 30]);
+        let b = blocks(&mut t, &[15]);
+        let mut four = |k: usize, at: u64| {
+            t.reserve_one().unwrap();
+            let mut b = Block::new(k * 64, 64, 4, Place::Own);
+            b.freed_at = at;
+            t.insert(b)
+        };
+        let (newest, o) = (four(8, 100), four(9, 16));
+        let mut w = WarmSets::default();
+        for &i in &a {
+            w.push(&mut t, 3, i);
+        }
+        w.push(&mut t, 4, newest);
+        let mut r = InsertRun::default();
+        w.insert_next(&mut t, 3, b[0], &mut r);
+        // Older than class 4's newest, later than class 3's block 15: into
+        // class 4's own order, not after that block.
+        w.insert_next(&mut t, 4, o, &mut r);
+        assert_eq!(stamps(&w, &t), [10, 15, 20, 30]);
+        assert_eq!(order(&w, &t, 4), [o, newest]);
     }
 
     #[test]
