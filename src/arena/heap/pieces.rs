@@ -12,20 +12,30 @@
 //! missed the cache on every carve and free. Here the entries of the
 //! marked bytes (4 bytes per 4 KiB, a thousandth of them) stay in cache.
 //!
-//! Memory: a zeroed allocation of `len / 1024` bytes per segment (1 MiB
-//! for a 1 GiB segment), its pages touched only as the segment's mark
-//! rises over the bytes they describe ([`PieceIndex::clear`], on the
-//! cold path that raises the mark). A warm run writes only entries of
-//! marked bytes, so it takes no fault here either.
+//! Memory: a mapping of `len / 1024` bytes per segment (1 MiB for a 1 GiB
+//! segment) of the kernel's zero pages, each touched only as the
+//! segment's mark rises over the 4 MiB it describes ([`PieceIndex::clear`],
+//! on the cold path that raises it). A warm run writes only entries of
+//! marked bytes, so it takes no fault here either. A mapping rather than
+//! the system allocator's zeroed memory: glibc serves a 1 MiB request
+//! again from memory it recycles once one was freed, and clears all of it
+//! (made resident whole, and 20 us added to every arena whose heap was
+//! used). Its system calls are counted apart from the arena's, as the
+//! owner table's are (metadata, on the cold path).
 //!
 //! Entries are block numbers plus one (zero: none). An entry may be stale
 //! (its piece freed, merged, or its record reused), as the hash map's
 //! were: callers check that the record starts at the address and is live.
 //!
-//! Pure bookkeeping: no OS; one `unsafe` for the zeroed allocation.
+//! Bookkeeping over one mapping per segment ([`crate::os`], which serves
+//! it from the Rust heap under Miri).
 
 use crate::arena::blocks::NIL;
-use std::alloc::Layout;
+use crate::os::{self, MapRequest, OsCounters};
+use core::ptr::NonNull;
+
+/// The system calls of every arena's index mappings.
+static INDEX_OS: OsCounters = OsCounters::new();
 
 /// The granule entries describe: the smallest page size, so every piece
 /// start is a multiple of it.
@@ -36,7 +46,7 @@ struct SegEntries {
     base: usize,
     len: usize,
     /// Per granule of the segment: the block starting there plus one, or 0.
-    blocks: Box<[u32]>,
+    blocks: Entries,
 }
 
 /// The live heap pieces by address: one entry array per heap segment.
@@ -55,29 +65,67 @@ impl core::fmt::Debug for PieceIndex {
     }
 }
 
-/// A zeroed `[u32]` of `n` entries (none when `n` is 0), or `None` when the
-/// allocator refuses. Zeroed so that the pages are not touched until used
-/// (a fresh mapping when large).
-fn zeroed_entries(n: usize) -> Option<Box<[u32]>> {
-    if n == 0 {
-        return Some(Box::default());
-    }
-    let layout = Layout::array::<u32>(n).ok()?;
-    // SAFETY: `layout` has a non-zero size (`n > 0`).
-    let p = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<u32>();
-    if p.is_null() {
-        return None;
-    }
-    let s = core::ptr::slice_from_raw_parts_mut(p, n);
-    // SAFETY: `p` is a fresh allocation of `Layout::array::<u32>(n)`, the
-    // layout a `Box<[u32]>` of length `n` is freed with; its bytes are all
-    // zero, a valid `u32` each; nothing else refers to it.
-    Some(unsafe { Box::from_raw(s) })
+/// A segment's entries: `n` zeroed `u32`s in a mapping of their own
+/// (none when `n` is 0), given back when dropped. Made before the
+/// segment's mapping ([`PieceIndex::entries_for`]), so that adding the
+/// segment cannot fail.
+pub(crate) struct Entries {
+    ptr: NonNull<u32>,
+    n: usize,
+    /// Where its mapping's system calls are counted.
+    os: &'static OsCounters,
 }
 
-/// A segment's entries, allocated before its mapping is made
-/// ([`PieceIndex::entries_for`]), so that adding the segment cannot fail.
-pub(crate) struct Entries(Box<[u32]>);
+// SAFETY: an `Entries` owns its mapping alone (nothing else has its
+// pointer), so it may move to and be used from another thread like a `Box`.
+unsafe impl Send for Entries {}
+// SAFETY: shared references only read (as `&[u32]`).
+unsafe impl Sync for Entries {}
+
+impl Entries {
+    /// `n` zeroed entries, or `None` when the kernel refuses the mapping;
+    /// its system calls counted in `os`.
+    fn zeroed(n: usize, os: &'static OsCounters) -> Option<Entries> {
+        if n == 0 {
+            return Some(Entries {
+                ptr: NonNull::dangling(),
+                n: 0,
+                os,
+            });
+        }
+        let req = MapRequest {
+            len: n.checked_mul(4)?,
+            align: os::page_size(),
+            huge_pages: false,
+            prefault: false,
+        };
+        let ptr = os::map(req, os).ok()?.cast::<u32>();
+        Some(Entries { ptr, n, os })
+    }
+
+    fn as_slice(&self) -> &[u32] {
+        // SAFETY: `ptr` is `n` initialized `u32`s (a zeroed mapping, or
+        // dangling for `n == 0`), aligned (page or dangling), owned by
+        // `self`; the borrow of `self` keeps them alive and unwritten.
+        unsafe { core::slice::from_raw_parts(self.ptr.as_ptr(), self.n) }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u32] {
+        // SAFETY: as in `as_slice`; the unique borrow of `self` makes this
+        // the only access.
+        unsafe { core::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.n) }
+    }
+}
+
+impl Drop for Entries {
+    fn drop(&mut self) {
+        if self.n > 0 {
+            // SAFETY: `ptr` is the mapping of `n * 4` bytes `zeroed` made,
+            // owned by `self` and given back once, here.
+            unsafe { os::unmap(self.ptr.cast(), self.n * 4, self.os) };
+        }
+    }
+}
 
 impl PieceIndex {
     /// Room for one more segment of `len` bytes, and its entries; `Err`
@@ -85,7 +133,7 @@ impl PieceIndex {
     pub(crate) fn entries_for(&mut self, len: usize) -> Result<Entries, ()> {
         self.segs.try_reserve(1).map_err(|_| ())?;
         self.by_base.try_reserve(1).map_err(|_| ())?;
-        zeroed_entries(len >> GRANULE_SHIFT).map(Entries).ok_or(())
+        Entries::zeroed(len >> GRANULE_SHIFT, &INDEX_OS).ok_or(())
     }
 
     /// Adds segment `s` (the next number: as many as there are) of `len`
@@ -94,14 +142,14 @@ impl PieceIndex {
     pub(crate) fn add_segment(&mut self, s: u32, base: usize, len: usize, e: Entries) {
         debug_assert_eq!(s as usize, self.segs.len(), "segments are added in order");
         debug_assert_eq!(base % (1 << GRANULE_SHIFT), 0);
-        debug_assert_eq!(e.0.len(), len >> GRANULE_SHIFT);
+        debug_assert_eq!(e.n, len >> GRANULE_SHIFT);
         let at = self
             .by_base
             .partition_point(|&t| self.segs[t as usize].base < base);
         self.segs.push(SegEntries {
             base,
             len,
-            blocks: e.0,
+            blocks: e,
         });
         self.by_base.insert(at, s);
     }
@@ -122,7 +170,7 @@ impl PieceIndex {
         if off >= g.len || off % (1 << GRANULE_SHIFT) != 0 {
             return None;
         }
-        let e = *g.blocks.get(off >> GRANULE_SHIFT)?;
+        let e = *g.blocks.as_slice().get(off >> GRANULE_SHIFT)?;
         e.checked_sub(1)
     }
 
@@ -133,7 +181,7 @@ impl PieceIndex {
         if let Some(g) = self.segs.get_mut(s as usize) {
             let off = addr.wrapping_sub(g.base);
             debug_assert!(off < g.len && off % (1 << GRANULE_SHIFT) == 0);
-            if let Some(e) = g.blocks.get_mut(off >> GRANULE_SHIFT) {
+            if let Some(e) = g.blocks.as_mut_slice().get_mut(off >> GRANULE_SHIFT) {
                 *e = i.wrapping_add(1);
             }
         }
@@ -146,8 +194,9 @@ impl PieceIndex {
     pub(crate) fn clear(&mut self, s: u32, from: usize, to: usize) {
         if let Some(g) = self.segs.get_mut(s as usize) {
             let lo = from >> GRANULE_SHIFT;
-            let hi = (to >> GRANULE_SHIFT).min(g.blocks.len());
-            if let Some(e) = g.blocks.get_mut(lo..hi) {
+            let e = g.blocks.as_mut_slice();
+            let hi = (to >> GRANULE_SHIFT).min(e.len());
+            if let Some(e) = e.get_mut(lo..hi) {
                 e.fill(0);
             }
         }
@@ -162,7 +211,7 @@ impl PieceIndex {
     /// Bytes of entries kept (for tests and the docs' figures).
     #[cfg(test)]
     pub(crate) fn entry_bytes(&self) -> usize {
-        self.segs.iter().map(|g| g.blocks.len() * 4).sum()
+        self.segs.iter().map(|g| g.blocks.n * 4).sum()
     }
 }
 
@@ -175,6 +224,29 @@ mod tests {
     fn add(x: &mut PieceIndex, s: u32, base: usize, len: usize) {
         let e = x.entries_for(len).unwrap();
         x.add_segment(s, base, len, e);
+    }
+
+    #[test]
+    fn entries_are_a_zeroed_mapping_given_back_when_dropped() {
+        let os: &'static OsCounters = Box::leak(Box::new(OsCounters::new()));
+        let mut e = Entries::zeroed(3 * K4, os).unwrap();
+        assert!(e.as_slice().iter().all(|&x| x == 0));
+        e.as_mut_slice()[5] = 9;
+        assert_eq!(e.as_slice()[5], 9);
+        let s = os.snapshot();
+        assert_eq!(
+            (s.maps, s.unmaps, s.mapped_bytes),
+            (1, 0, 3 * K4 as u64 * 4)
+        );
+        drop(e);
+        let s = os.snapshot();
+        assert_eq!(
+            (s.maps, s.unmaps, s.unmapped_bytes),
+            (1, 1, 3 * K4 as u64 * 4)
+        );
+        // None: no call.
+        drop(Entries::zeroed(0, os).unwrap());
+        assert_eq!(os.snapshot().syscalls(), 2);
     }
 
     #[test]
