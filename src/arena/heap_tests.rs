@@ -191,3 +191,32 @@ fn a_parked_last_buffer_behaves_as_merged() {
     assert_eq!(a.trim(), 384 * K);
     assert_eq!(a.check_invariants(), Ok(()));
 }
+
+#[test]
+fn a_heap_segment_names_its_arena_only_as_far_as_its_mark() {
+    use crate::arena::owners::{self, Owner, GRANULE};
+    let a = arena();
+    let b = a.allocate(70 * K, 64).unwrap();
+    let p = b.as_ptr() as usize;
+    let (base, len, owned, me) = {
+        let st = a.core.lock();
+        let g = st.heap.segs[0];
+        (g.base, g.len, g.owned, st.owner)
+    };
+    // The piece's granules, and no more than the granules its mark
+    // reaches: a 1 GiB segment is not registered whole when it is made.
+    assert_eq!(owned, GRANULE * 2, "72 KiB marked: two granules");
+    assert!(owners::lookup(p) == me && owners::lookup(base + GRANULE) == me);
+    assert!(owners::lookup(base + owned) == Owner::NONE);
+    assert!(owners::lookup(base + len - GRANULE) == Owner::NONE);
+    // A piece above the mark raises it, and registers what it reaches.
+    let far = a.allocate(300 * K, 64).unwrap();
+    let end = far.as_ptr() as usize + 300 * K;
+    let owned = a.core.lock().heap.segs[0].owned;
+    assert_eq!(owned, (end - base).next_multiple_of(GRANULE));
+    assert!(owners::lookup(end - 1) == me);
+    // The arena frees by address what it handed out there.
+    drop(b);
+    drop(far);
+    assert_eq!(a.check_invariants(), Ok(()));
+}

@@ -350,10 +350,12 @@ impl ArenaState {
             .iter()
             .filter(|r| r.segment)
             .map(|r| (r.base, r.len));
-        let regions = self.run_regions.iter().map(|g| (g.base, g.len));
-        let heap = self.heap.segs.iter().map(|g| (g.base, g.len));
-        for (base, len) in blocks.chain(segments).chain(regions).chain(heap) {
-            owners::unregister(base, len, self.owner);
+        let regions = self.run_regions.iter().map(|g| (g.base, g.len, g.len));
+        // A heap segment's granules are registered up to its highest mark.
+        let heap = self.heap.segs.iter().map(|g| (g.base, g.len, g.owned));
+        let whole = blocks.chain(segments).map(|(base, len)| (base, len, len));
+        for (base, len, owned) in whole.chain(regions).chain(heap) {
+            owners::unregister(base, owned, self.owner);
             if let Some(p) = NonNull::new(base as *mut u8) {
                 // SAFETY: each range is one whole mapping the arena made;
                 // with the arena gone nobody can reach its memory any more.
