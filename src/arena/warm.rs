@@ -250,6 +250,26 @@ mod tests {
             .collect()
     }
 
+    /// Class 3's blocks at stamps `listed`, retained in that order, and
+    /// blocks at stamps `run` in the table (not retained yet).
+    fn listed_then(listed: &[u64], run: &[u64]) -> (WarmSets, BlockTable, Vec<u32>) {
+        let mut t = BlockTable::default();
+        let a = blocks(&mut t, listed);
+        let b = blocks(&mut t, run);
+        let mut w = WarmSets::default();
+        for &i in &a {
+            w.push(&mut t, 3, i);
+        }
+        (w, t, b)
+    }
+
+    /// Both sets of stamps in free order.
+    fn merged(listed: &[u64], run: &[u64]) -> Vec<u64> {
+        let mut all: Vec<u64> = listed.iter().chain(run).copied().collect();
+        all.sort_unstable();
+        all
+    }
+
     fn stamps(w: &WarmSets, t: &BlockTable) -> Vec<u64> {
         order(w, t, 3)
             .iter()
@@ -266,44 +286,28 @@ mod tests {
             if cfg!(miri) { 40 } else { 2_000 },
             if cfg!(miri) { 40 } else { 2_000 },
         );
-        let mut t = BlockTable::default();
         let listed: Vec<u64> = (0..m as u64).map(|k| 2 * k + 2).collect();
         let run: Vec<u64> = (0..n as u64).map(|k| 2 * k + 1).collect();
-        let a = blocks(&mut t, &listed);
-        let b = blocks(&mut t, &run);
-        let mut w = WarmSets::default();
-        for &i in &a {
-            w.push(&mut t, 3, i);
-        }
+        let (mut w, mut t, b) = listed_then(&listed, &run);
         let mut r = InsertRun::default();
         let walked: usize = b.iter().map(|&i| w.insert_next(&mut t, 3, i, &mut r)).sum();
-        let mut want: Vec<u64> = listed.iter().chain(&run).copied().collect();
-        want.sort_unstable();
-        assert_eq!(stamps(&w, &t), want);
+        assert_eq!(stamps(&w, &t), merged(&listed, &run));
         // Back from the newest once for the first, then forward: about
         // the list's length, where one at a time walked `n * m / 2`.
         assert!(walked <= m + n, "walked {walked}");
         // The same blocks one at a time, each from the newest.
-        let mut t2 = BlockTable::default();
-        let a2 = blocks(&mut t2, &listed);
-        let b2 = blocks(&mut t2, &run);
-        let mut w2 = WarmSets::default();
-        for &i in &a2 {
-            w2.push(&mut t2, 3, i);
-        }
-        let alone: usize = b2
+        let (mut w, mut t, b) = listed_then(&listed, &run);
+        let alone: usize = b
             .iter()
-            .map(|&i| w2.insert_next(&mut t2, 3, i, &mut InsertRun::default()))
+            .map(|&i| w.insert_next(&mut t, 3, i, &mut InsertRun::default()))
             .sum();
-        assert_eq!(stamps(&w2, &t2), want);
+        assert_eq!(stamps(&w, &t), merged(&listed, &run));
         assert!(alone >= n * m / 2 - n, "walked {alone}");
     }
 
     #[test]
     fn a_block_of_another_class_starts_the_run_again() {
-        let mut t = BlockTable::default();
-        let a = blocks(&mut t, &[10, 20, 30]);
-        let b = blocks(&mut t, &[15]);
+        let (mut w, mut t, b) = listed_then(&[10, 20, 30], &[15]);
         let mut four = |k: usize, at: u64| {
             t.reserve_one().unwrap();
             let mut b = Block::new(k * 64, 64, 4, Place::Own);
@@ -311,10 +315,6 @@ mod tests {
             t.insert(b)
         };
         let (newest, o) = (four(8, 100), four(9, 16));
-        let mut w = WarmSets::default();
-        for &i in &a {
-            w.push(&mut t, 3, i);
-        }
         w.push(&mut t, 4, newest);
         let mut r = InsertRun::default();
         w.insert_next(&mut t, 3, b[0], &mut r);
@@ -329,21 +329,13 @@ mod tests {
     fn a_run_out_of_order_still_lands_in_free_order() {
         // A run that is not oldest first (a bin's entries from two
         // threads' stamps): each block still goes to its place.
-        let mut t = BlockTable::default();
         let listed = [10, 20, 30, 40, 50];
         let run = [35, 15, 45, 5, 25, 60, 55, 20];
-        let a = blocks(&mut t, &listed);
-        let b = blocks(&mut t, &run);
-        let mut w = WarmSets::default();
-        for &i in &a {
-            w.push(&mut t, 3, i);
-        }
+        let (mut w, mut t, b) = listed_then(&listed, &run);
         let mut r = InsertRun::default();
         for &i in &b {
             w.insert_next(&mut t, 3, i, &mut r);
         }
-        let mut want: Vec<u64> = listed.iter().chain(&run).copied().collect();
-        want.sort_unstable();
-        assert_eq!(stamps(&w, &t), want);
+        assert_eq!(stamps(&w, &t), merged(&listed, &run));
     }
 }
