@@ -15,8 +15,10 @@ RUST_CRATES=(--workspace --exclude warmarena-python)
 echo "== cargo clippy ${RUST_CRATES[*]} --all-targets -- -D warnings"
 cargo clippy "${RUST_CRATES[@]}" --all-targets -- -D warnings
 
-echo "== cargo doc --no-deps (warnings are errors)"
-RUSTDOCFLAGS="-D warnings" cargo doc "${RUST_CRATES[@]}" --no-deps --quiet
+# Private items too: the crate's internal docs link to each other, and a
+# link that no longer resolves is caught here (fifteen had gone stale).
+echo "== cargo doc --no-deps --document-private-items (warnings are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc "${RUST_CRATES[@]}" --no-deps --document-private-items --quiet
 
 echo "== cargo test (unit, integration, doctests)"
 cargo test "${RUST_CRATES[@]}" --all-targets --no-fail-fast

@@ -15,7 +15,7 @@
 //! How a call is routed:
 //! - `alloc`, `alloc_zeroed`: outside a scope (the default), to the system
 //!   allocator; that costs one thread-local load and a branch over calling it
-//!   directly. Inside a scope ([`enter`], [`scope`]), to the scope's arena;
+//!   directly. Inside a scope ([`enter`], [`scope()`]), to the scope's arena;
 //!   alignments above [`crate::arena::MAX_ALIGN`] and requests the arena
 //!   refuses go to the system allocator instead (counted as fallback).
 //! - `dealloc`, `realloc`: to the owner of the pointer, found by address in
@@ -76,7 +76,7 @@ use stats::Counter;
 use std::alloc::{GlobalAlloc, Layout, System};
 
 /// The scoped global allocator: the system allocator, except inside a scope
-/// opened by [`enter`] or [`scope`] on the calling thread.
+/// opened by [`enter`] or [`scope()`] on the calling thread.
 ///
 /// Install it with
 /// `#[global_allocator] static A: ScopedGlobal = ScopedGlobal::system();`.

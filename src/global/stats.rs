@@ -3,7 +3,7 @@
 //! Counting must not cost the scoped path a shared atomic read-modify-write
 //! per call, so each thread gets its own cache-line-sized slot of counters,
 //! which only that thread writes (plain relaxed load and store, no locked
-//! instruction); [`stats`](super::stats) sums the slots. A thread claims a
+//! instruction); [`stats`](super::stats()) sums the slots. A thread claims a
 //! free slot the first time it counts and gives it back when it exits; the
 //! next thread to claim it goes on adding to the same counters, so the sums
 //! stay exact and a process that starts and ends threads all day keeps

@@ -2,7 +2,7 @@
 
 /// Stops a search: a node limit (deterministic) and an optional callback the
 /// caller can use for wall-clock limits. [`solve`](super::solve) and
-/// [`plan`](super::plan) read no clock; [`plan_trace`](super::plan_trace)
+/// [`plan`](super::plan()) read no clock; [`plan_trace`](super::plan_trace)
 /// builds such a callback from its deadline.
 pub struct Budget<'a> {
     /// Most search nodes to expand in total.

@@ -159,7 +159,7 @@ pub(crate) fn conflict_order(bufs: &[Buffer], span: &[(u32, u32)], nsec: usize) 
 }
 
 /// Runs the constructive passes over the non-trivial `bufs` (sections from
-/// [`sections`](super::interval::sections)), stopping early at `lb` or
+/// [`elementary_sections`](super::interval::elementary_sections)), stopping early at `lb` or
 /// when `stop` says so (the first pass always runs).
 pub(crate) fn construct(
     bufs: &[Buffer],

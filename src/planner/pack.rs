@@ -2,7 +2,7 @@
 //!
 //! [`solve`] is three phases over the non-trivial buffers ([`Problem`]):
 //!
-//! 1. [`construct`](super::constructive::construct): skyline, first-fit
+//! 1. [`construct`]: skyline, first-fit
 //!    and best-fit passes; the lowest is the start, and nothing after may
 //!    return a higher placement (every later phase only adopts strictly
 //!    lower ones);

@@ -106,7 +106,7 @@ pub(crate) enum OnStop {
     HurryIfCheap,
 }
 
-/// [`skyline`] under a stop callback. Once `stop` says so, it is abandoned
+/// `skyline` (tests) under a stop callback. Once `stop` says so, it is abandoned
 /// (`None`), or hurried (see [`OnStop`]): finished in O(n log n) more,
 /// each buffer still unplaced re-keyed at most [`HURRIED_REKEYS`] more
 /// times, then placed at its candidate when its level comes without

@@ -7,7 +7,7 @@
 //! rank in offset order): the live set is pairwise disjoint, so a new
 //! buffer can only overlap its neighbours there. Three radix sorts and the
 //! sweep, no tree: its cost per buffer is steady enough to reserve for.
-//! [`validate`](super::validate) checks a whole [`ActivationPlan`](super::ActivationPlan)
+//! [`validate`](super::validate()) checks a whole [`ActivationPlan`](super::ActivationPlan)
 //! against its graph.
 
 use std::fmt;

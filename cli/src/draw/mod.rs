@@ -1,6 +1,6 @@
 //! Pictures of the CLI's results: the plan's packing as an SVG
-//! ([`plan_svg`]) and the report's comparisons as one self-contained HTML
-//! file ([`report_html`]).
+//! ([`plan_svg()`]) and the report's comparisons as one self-contained HTML
+//! file ([`report_html()`]).
 //!
 //! The pictures are drawn from plain data ([`PlanPicture`],
 //! [`ReportPicture`]); [`convert`] builds them from the planner's and the

@@ -8,7 +8,7 @@
 //!   coalescing (O(n log n): a 600 000-allocation run packs in well under a
 //!   second), which respects each buffer's own alignment;
 //! * for small runs (at most [`SOLVE_LIMIT`] buffers, alignments up to 64),
-//!   the planner's own [`solve`](crate::planner::solve) with a node budget
+//!   the planner's own [`solve`] with a node budget
 //!   of [`SOLVE_NODES`] and [`SOLVE_TIME`], which often reaches the lower bound where the replay does not.
 
 use super::recorder::Event;

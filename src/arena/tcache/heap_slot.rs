@@ -100,7 +100,7 @@ impl HeapSlot {
         self.held = false;
     }
 
-    /// What [`HeapSlot::take`] would return, nothing changed.
+    /// What `take` (tests) would return, nothing changed.
     #[inline(always)]
     pub(crate) fn peek(&self, len: usize, version: u64) -> Option<Piece> {
         (self.held && self.piece.ready == len && self.version == version).then_some(self.piece)

@@ -154,7 +154,7 @@ impl Large {
         self.held = 0;
     }
 
-    /// What [`Large::take`] would return, nothing changed.
+    /// What `take` (tests) would return, nothing changed.
     #[inline(always)]
     pub(crate) fn peek(&self, size: usize) -> Option<Piece> {
         let k = self.held.trailing_zeros() as usize;

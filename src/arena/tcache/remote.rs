@@ -192,10 +192,10 @@ pub(crate) mod link {
         }
     }
 
-    /// The successor and free stamp [`write`] put into the buffer at `addr`.
+    /// The successor and free stamp [`write()`] put into the buffer at `addr`.
     ///
     /// # Safety
-    /// `addr` was pushed with a link written by [`write`], and the caller
+    /// `addr` was pushed with a link written by [`write()`], and the caller
     /// took it from the stack (an acquire after the push's release).
     #[inline(always)]
     pub(crate) unsafe fn read(addr: usize) -> (usize, u64) {
