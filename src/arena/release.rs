@@ -149,7 +149,12 @@ impl ArenaState {
         // empty depot allocates nothing; the lists keep their room).
         let mut depot = core::mem::take(&mut self.depot);
         let mut run = InsertRun::default();
-        depot.drain(|c, s| {
+        depot.drain(|c, s, ahead| {
+            // The record a later buffer will need, asked for now: read in
+            // stamp order, records are at scattered addresses.
+            if let Some(j) = ahead.and_then(|a| self.run_index.block_at(a.addr)) {
+                self.table.prefetch(j);
+            }
             let i = self.free_cached_next(NIL, s.addr, s.stamp, &mut run);
             debug_assert!(i != NIL, "a depot buffer was not live");
             self.cached_bytes -= crate::size_class::capacity(c);

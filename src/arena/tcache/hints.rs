@@ -117,7 +117,7 @@ pub(super) unsafe fn prefetch_ahead(at: usize, n: usize, h: usize, limit: usize)
 /// Asks the core to bring the line at `addr` into its cache. Any address
 /// will do: a prefetch never faults and has no effect the program sees.
 #[inline(always)]
-pub(super) fn prefetch(addr: usize) {
+pub(crate) fn prefetch(addr: usize) {
     #[cfg(all(target_arch = "x86_64", not(miri)))]
     // SAFETY: `prefetcht0` is a hint: it reads no memory the program sees
     // and is dropped for an address that is not mapped (SSE, which every

@@ -96,6 +96,7 @@ pub(crate) use self::depot::Depot;
 pub(crate) use self::epoch::{epoch_flags, first_epoch};
 pub(crate) use self::front::{flush_own, note_copy, note_unlock, own_unpublished, prepare};
 pub(crate) use self::heap_path::{allocate_heap_hit, free_heap_hit, settle_heap};
+pub(crate) use self::hints::prefetch;
 use self::large::large_index;
 pub(crate) use self::large::{BUDGET_MAX, LARGE_MAX};
 pub(crate) use self::large_path::{
