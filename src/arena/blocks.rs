@@ -204,15 +204,6 @@ impl BlockTable {
         self.blocks.get(i as usize)
     }
 
-    /// Asks the core for block `i`'s record (a hint: nothing changes, and
-    /// an `i` out of range asks for nothing).
-    #[inline]
-    pub(crate) fn prefetch(&self, i: u32) {
-        if let Some(b) = self.blocks.get(i as usize) {
-            crate::arena::tcache::prefetch(b as *const Block as usize);
-        }
-    }
-
     #[inline]
     pub(crate) fn at(&mut self, i: u32) -> &mut Block {
         &mut self.blocks[i as usize]

@@ -4,9 +4,10 @@
 //! heap's releasable extents and the oldest retained buffers; `trim`
 //! releases them all.
 
-use super::blocks::{BlockState, Place, DEDICATED, NIL};
+use super::blocks::{Block, BlockState, Place, DEDICATED, NIL};
 use super::owners;
 use super::state::ArenaState;
+use super::tcache::prefetch;
 use super::warm::InsertRun;
 use crate::os::{self, OsCounters};
 use crate::size_class::{Class, CLASS_COUNT};
@@ -152,8 +153,9 @@ impl ArenaState {
         depot.drain(|c, s, ahead| {
             // The record a later buffer will need, asked for now: read in
             // stamp order, records are at scattered addresses.
-            if let Some(j) = ahead.and_then(|a| self.run_index.block_at(a.addr)) {
-                self.table.prefetch(j);
+            let later = ahead.and_then(|a| self.run_index.block_at(a.addr));
+            if let Some(b) = later.and_then(|j| self.table.get(j)) {
+                prefetch(b as *const Block as usize);
             }
             let i = self.free_cached_next(NIL, s.addr, s.stamp, &mut run);
             debug_assert!(i != NIL, "a depot buffer was not live");
