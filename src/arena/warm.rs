@@ -11,7 +11,7 @@
 //! eviction are unchanged by it.
 
 use super::bitmap::ClassBitmap;
-use super::blocks::{BlockTable, List, NIL};
+use super::blocks::{BlockState, BlockTable, List, NIL};
 use crate::size_class::{Class, CLASS_COUNT};
 
 /// Where the last block of a run of [`WarmSets::insert_next`] calls went
@@ -116,7 +116,9 @@ impl WarmSets {
         let mut after = match run.after {
             Some((rc, a)) if rc == c && at(table, a) <= stamp => {
                 debug_assert!(
-                    table.get(a).is_some_and(|b| b.class as usize == c),
+                    table
+                        .get(a)
+                        .is_some_and(|b| b.state == BlockState::Warm && b.class as usize == c),
                     "a run's block left its list"
                 );
                 a
@@ -236,17 +238,21 @@ mod tests {
         }
     }
 
-    /// `n` blocks of class 3 with the given free stamps, in the table.
+    /// A block of class `c`, the `k`-th of 64 bytes, freed at stamp `at`
+    /// (a retained block's state), in the table.
+    fn freed(t: &mut BlockTable, k: usize, c: u16, at: u64) -> u32 {
+        t.reserve_one().unwrap();
+        let mut b = Block::new(k * 64, 64, c, Place::Own);
+        b.freed_at = at;
+        b.state = BlockState::Warm;
+        t.insert(b)
+    }
+
+    /// Blocks of class 3 with the given free stamps, in the table.
     fn blocks(t: &mut BlockTable, stamps: &[u64]) -> Vec<u32> {
-        stamps
-            .iter()
-            .enumerate()
-            .map(|(k, &at)| {
-                t.reserve_one().unwrap();
-                let mut b = Block::new(k * 64, 64, 3, Place::Own);
-                b.freed_at = at;
-                t.insert(b)
-            })
+        let first = t.len();
+        (stamps.iter().enumerate())
+            .map(|(k, &at)| freed(t, first + k, 3, at))
             .collect()
     }
 
@@ -282,10 +288,8 @@ mod tests {
         // 2 000 listed blocks at even stamps, then a run of 2 000 at odd
         // stamps interleaved with them, oldest first (two threads' flushes
         // whose stamps interleave).
-        let (m, n) = (
-            if cfg!(miri) { 40 } else { 2_000 },
-            if cfg!(miri) { 40 } else { 2_000 },
-        );
+        let m = if cfg!(miri) { 40 } else { 2_000 };
+        let n = m;
         let listed: Vec<u64> = (0..m as u64).map(|k| 2 * k + 2).collect();
         let run: Vec<u64> = (0..n as u64).map(|k| 2 * k + 1).collect();
         let (mut w, mut t, b) = listed_then(&listed, &run);
@@ -308,13 +312,7 @@ mod tests {
     #[test]
     fn a_block_of_another_class_starts_the_run_again() {
         let (mut w, mut t, b) = listed_then(&[10, 20, 30], &[15]);
-        let mut four = |k: usize, at: u64| {
-            t.reserve_one().unwrap();
-            let mut b = Block::new(k * 64, 64, 4, Place::Own);
-            b.freed_at = at;
-            t.insert(b)
-        };
-        let (newest, o) = (four(8, 100), four(9, 16));
+        let (newest, o) = (freed(&mut t, 8, 4, 100), freed(&mut t, 9, 4, 16));
         w.push(&mut t, 4, newest);
         let mut r = InsertRun::default();
         w.insert_next(&mut t, 3, b[0], &mut r);
