@@ -176,8 +176,9 @@ pub(super) struct View {
     /// computes it again; lowered only by [`note_peak`], exactly.
     pub(super) floor: AtomicU64,
     /// This cache's budget for its large slots up to [`BUDGET_MAX`]
-    /// ([`large::budget_for`](super::large::budget_for) the threads with caches on the arena, as
-    /// this thread last saw them under the lock: [`note_unlock`](super::front::note_unlock)).
+    /// ([`large::budget_for`](super::large::budget_for) the threads with
+    /// caches on the arena, as this thread last saw them under the lock:
+    /// [`note_unlock`](super::front::note_unlock)).
     pub(super) large_budget: AtomicUsize,
 }
 
