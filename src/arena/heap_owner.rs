@@ -62,6 +62,13 @@ impl ArenaState {
     fn heap_thread_gone(&self) -> bool {
         self.heap_life.as_ref().is_some_and(|l| !l.alive())
     }
+
+    /// Whether [`ArenaCore::adopt_orphaned_heap`] has something to look at:
+    /// the arena has a heap and its thread has exited.
+    #[inline(always)]
+    pub(crate) fn heap_adoption_due(&self) -> bool {
+        self.heap_on && self.heap_thread_gone()
+    }
 }
 
 impl ArenaCore {
@@ -70,7 +77,7 @@ impl ArenaCore {
     /// calling thread.
     #[inline(always)]
     pub(crate) fn adopt_orphaned_heap(&self, st: &mut ArenaState) {
-        if st.heap_on && st.heap_thread_gone() {
+        if st.heap_adoption_due() {
             self.adopt_if_empty(st);
         }
     }

@@ -229,14 +229,14 @@ impl ArenaCore {
             let eff = rounded_to(size, align);
             let c = rounded_class(size, align);
             if c < SMALL_CLASSES {
-                let (addr, block, cap) = tcache::allocate_parts(self, c);
+                let (addr, block, cap, fresh, warm) = tcache::allocate_parts(self, c, eff, align);
                 if let Some(ptr) = NonNull::new(addr as *mut u8) {
                     return Ok(Grant {
                         ptr,
                         cap,
                         block,
-                        fresh: false,
-                        warm: true,
+                        fresh,
+                        warm,
                     });
                 }
             }
@@ -507,6 +507,41 @@ impl ArenaCore {
         Ok(g)
     }
 
+    /// A request of small class `c` (`eff` bytes at `align`) whose
+    /// cache's refill found nothing of the class, served under the lock
+    /// that refill holds, as [`ArenaCore::allocate`]'s locked path serves
+    /// it: other threads' waiting frees taken first, then a retained
+    /// buffer of the class if they brought one, else a new one. `None`
+    /// (nothing changed) when the locked path must serve it: an execution
+    /// heap to adopt first (that gives back this thread's own large
+    /// slots, which the refill's caller has borrowed), or an error, which
+    /// the locked path reports.
+    ///
+    /// Why: a thread's first run took the lock twice per small
+    /// allocation, once for a refill that found nothing and once to carve.
+    /// What the locked path does besides is for large classes (their
+    /// slots, offers, stash and larger classes) and the heap's thread.
+    pub(crate) fn serve_small_cold(
+        &self,
+        st: &mut ArenaState,
+        c: usize,
+        eff: usize,
+        align: usize,
+    ) -> Option<Grant> {
+        debug_assert!(c < SMALL_CLASSES);
+        if st.heap_adoption_due() {
+            return None;
+        }
+        if self.remotes.pending() {
+            tcache::remote::absorb_waiting(st, self);
+        }
+        if let Some(g) = st.take_exact(c, eff, align, &self.os) {
+            return Some(g);
+        }
+        let _m = metadata::enter();
+        st.take_cold(c, eff, align, &self.os).ok()
+    }
+
     /// [`ArenaCore::allocate`] for requests off the inlined path: validation
     /// with typed errors, then as [`ArenaCore::serve_classed`] or a
     /// dedicated mapping.
@@ -528,14 +563,14 @@ impl ArenaCore {
         // A small class with a larger alignment: this thread's cache may
         // hold the buffer the class policy would hand out.
         if let Some(c) = class_of(eff).filter(|&c| c < SMALL_CLASSES && tcache::serves(c, align)) {
-            let (addr, block, cap) = tcache::allocate_parts(self, c);
+            let (addr, block, cap, fresh, warm) = tcache::allocate_parts(self, c, eff, align);
             if let Some(ptr) = NonNull::new(addr as *mut u8) {
                 return Ok(Grant {
                     ptr,
                     cap,
                     block,
-                    fresh: false,
-                    warm: true,
+                    fresh,
+                    warm,
                 });
             }
         }
@@ -1193,7 +1228,7 @@ impl Drop for CoreHandle {
                 // No more remote frees: the ones pushed since this lock
                 // was taken come back now, the later ones through the lock.
                 tcache::remote::absorb_closing(st, core);
-                st.settle_depot();
+                st.settle_depot_at_close();
                 let e = core.epoch.load(Relaxed);
                 core.epoch.store(tcache::epoch::orphaned(e), Relaxed);
                 if st.cached_bytes > 0 || !st.caches.is_empty() {

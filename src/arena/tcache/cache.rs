@@ -261,11 +261,15 @@ impl Cache {
 }
 
 /// Publishes this cache's held bytes into the arena's total (under its
-/// lock), so the arena's peak tracking sees them as not live.
+/// lock), so the arena's peak tracking sees them as not live. The stored
+/// copy follows at once: the arena's peak check under this lock reads it
+/// (`own_unpublished`), and a cold request served under a refill's lock
+/// (`small_path.rs`) checks the peak before the frame's closing store.
 pub(super) fn publish(st: &mut ArenaState, cache: &Cache, o: &mut Own) {
     let held = cache.counters.held().bytes();
     st.cached_bytes = st.cached_bytes - o.published + held;
     o.published = held;
+    cache.store_published(o);
 }
 
 /// A buffer left this cache for its user, whose held word is now `held`:

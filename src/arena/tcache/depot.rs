@@ -228,13 +228,39 @@ impl Depot {
     /// thread's stamps start from the arena's free count as that thread
     /// last saw it. It is sorted in place first (no allocation: this runs
     /// under the arena's lock, where an allocation could come back to it).
-    pub(crate) fn drain(&mut self, mut f: impl FnMut(Class, Slot, Option<Slot>)) {
+    pub(crate) fn drain(&mut self, f: impl FnMut(Class, Slot, Option<Slot>)) {
+        self.drain_sorted(true, f);
+    }
+
+    /// [`Depot::drain`] in the order the buffers were pushed, for a caller
+    /// to whom their order is nothing (a trim evicts every one).
+    pub(crate) fn drain_unordered(&mut self, f: impl FnMut(Class, Slot, Option<Slot>)) {
+        self.drain_sorted(false, f);
+    }
+
+    fn drain_sorted(&mut self, sort: bool, mut f: impl FnMut(Class, Slot, Option<Slot>)) {
         for (c, l) in self.lists.iter_mut().enumerate() {
-            l.sort_unstable_by_key(|s| s.stamp);
+            if sort {
+                l.sort_unstable_by_key(|s| s.stamp);
+            }
             for (k, &s) in l.iter().enumerate() {
                 f(c, s, l.get(k + DRAIN_AHEAD).copied());
             }
             l.clear();
+        }
+        self.streaks = [0; SMALL_CLASSES];
+        self.bytes = 0;
+        self.buffers = 0;
+    }
+
+    /// Empties every list without reading its entries (the room stays),
+    /// calling `f` with each class that held buffers and how many.
+    pub(crate) fn forget(&mut self, mut f: impl FnMut(Class, usize)) {
+        for (c, l) in self.lists.iter_mut().enumerate() {
+            if !l.is_empty() {
+                f(c, l.len());
+                l.clear();
+            }
         }
         self.streaks = [0; SMALL_CLASSES];
         self.bytes = 0;

@@ -13,20 +13,27 @@ use crate::arena::warm::InsertRun;
 use crate::size_class::{capacity, Class};
 use core::ptr::NonNull;
 
-/// A buffer of small class `c` (aligned for `align`) from this thread's
-/// cache: its address, block and capacity (a larger class's when this
-/// cache's best fit is larger), or address 0 when the shared path must
-/// serve it. The caller builds its grant in registers: an `Option<Grant>`
-/// repacked into a `Result` went through the stack with mismatched store
-/// and load widths, a stall that cost more than the whole hit.
+/// A buffer of small class `c` (`eff` bytes at `align`) from this
+/// thread's cache, or, when a refill finds nothing of the class, a new
+/// one carved under the refill's lock: its address, block, capacity and
+/// whether it is fresh and warm (as [`Grant`]'s fields), or address 0 when
+/// the shared path must serve it. The caller builds its grant in
+/// registers: an `Option<Grant>` repacked into a `Result` went through the
+/// stack with mismatched store and load widths, a stall that cost more
+/// than the whole hit.
 #[inline(always)]
-pub(crate) fn allocate_parts(core: &ArenaCore, c: Class) -> (usize, u32, usize) {
+pub(crate) fn allocate_parts(
+    core: &ArenaCore,
+    c: Class,
+    eff: usize,
+    align: usize,
+) -> (usize, u32, usize, bool, bool) {
     if let Some(g) = allocate_hit(core, c) {
-        return (g.ptr.as_ptr() as usize, g.block, g.cap);
+        return (g.ptr.as_ptr() as usize, g.block, g.cap, false, true);
     }
-    match allocate_slow(core, c) {
-        Some(g) => (g.ptr.as_ptr() as usize, g.block, g.cap),
-        None => (0, NIL, 0),
+    match allocate_slow(core, c, eff, align) {
+        Some(g) => (g.ptr.as_ptr() as usize, g.block, g.cap, g.fresh, g.warm),
+        None => (0, NIL, 0, false, false),
     }
 }
 
@@ -180,7 +187,7 @@ fn free_to_lists(
 
 #[cold]
 #[inline(never)]
-fn allocate_slow(core: &ArenaCore, c: Class) -> Option<Grant> {
+fn allocate_slow(core: &ArenaCore, c: Class, eff: usize, align: usize) -> Option<Grant> {
     let cache = ready_cache(core)?;
     // SAFETY: this thread's cache; no other borrow of `own` is alive.
     let o = unsafe { cache.own() };
@@ -202,26 +209,31 @@ fn allocate_slow(core: &ArenaCore, c: Class) -> Option<Grant> {
     }
     // Refill with the class's own retained buffers, newest first: held by
     // the cache as they become live to the arena (one store of the
-    // counters for the batch, before the lock is let go).
-    locked_refill(core, cache, o, |st, o| {
+    // counters for the batch, before the lock is let go). Nothing of the
+    // class itself: a new buffer of the class, under the same lock. Only
+    // the request's own class is reused, in the cache as in the arena
+    // (`reuse.rs`), so that a repeated workload holds the same buffers
+    // per class in every run and no warm run goes cold.
+    let cold = locked_refill(core, cache, o, |st, o| {
         if rest != 0 {
             remote::absorb(st, core, rest);
         }
-        refill(st, cache, o, c)
+        refill(st, cache, o, c);
+        if o.bins[c].len() != 0 {
+            return None;
+        }
+        core.serve_small_cold(st, c, eff, align)
     });
     // Runs in order, the newest run first: the newest goes on top. After
     // the lock is let go: the bin is this thread's alone.
     o.bins[c].sort_by_stamp();
-    // Nothing of the class itself: the shared path serves it (a new buffer
-    // of the class). Only the request's own class is reused, in the cache
-    // as in the arena (`reuse.rs`), so that a repeated workload holds the
-    // same buffers per class in every run and no warm run goes cold.
-    let Some(s) = o.bins[c].pop() else {
-        // The shared path serves this thread now: its free may be cached.
-        o.bins[c].note_handed_out();
-        return None;
-    };
-    Some(take(cache, o, s, c))
+    if let Some(s) = o.bins[c].pop() {
+        return Some(take(cache, o, s, c));
+    }
+    // Served by the arena (here, or by the shared path when `None`): this
+    // thread may cache its free.
+    o.bins[c].note_handed_out();
+    cold
 }
 
 /// Under the lock: half a bin (the whole bin after a refill, see

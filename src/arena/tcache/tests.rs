@@ -555,6 +555,54 @@ fn trim_and_a_dropped_arena_reach_the_depot() {
 }
 
 #[test]
+fn a_dropped_arena_whose_user_holds_a_buffer_settles_its_depot_and_goes_with_it() {
+    // The depot's buffers are not every live buffer at the drop (its
+    // user holds one): they settle into the free lists, the body stays,
+    // and the held buffer's free frees it, once.
+    let a = arena();
+    let id = a.core.id;
+    let n = if cfg!(miri) { 40 } else { 300 };
+    through_another_threads_cache(&a, n, 16);
+    let kept = a.allocate(16, 8).unwrap();
+    assert!(
+        kept.served_warm(),
+        "from the depot, through this thread's bin"
+    );
+    drop(a);
+    assert_eq!(destroyed::count(id), 0, "a held buffer keeps the body");
+    drop(kept);
+    assert_eq!(destroyed::count(id), 1, "freed exactly once");
+}
+
+#[test]
+fn a_threads_first_run_takes_the_lock_once_a_new_small_buffer() {
+    // A refill that finds nothing of the class carves the request's
+    // buffer under its own lock (twice a buffer until stop 51).
+    let a = arena();
+    let n = if cfg!(miri) { 10 } else { 200 };
+    // This thread's cache made first, by a request of another class.
+    drop(a.allocate(16, 8).unwrap());
+    let before = a.stats();
+    let v: Vec<_> = (0..n).map(|_| a.allocate(100, 8).unwrap()).collect();
+    assert!(v.iter().all(|x| !x.served_warm()));
+    let s = a.stats();
+    // One lock a buffer, and the `stats()` that reads the count.
+    assert_eq!(s.locked_operations - before.locked_operations, n as u64 + 1);
+    assert_eq!(s.cold_allocations, n as u64 + 1);
+    assert_eq!((s.live_bytes, s.live_buffers), (n * 112, n));
+    assert_eq!(s.peak_live_bytes, n * 112);
+    drop(v);
+    // The frees are cached against the credits the carves gave.
+    let s = a.stats();
+    assert_eq!((s.live_bytes, s.retained_buffers), (0, n + 1));
+    let again: Vec<_> = (0..n).map(|_| a.allocate(100, 8).unwrap()).collect();
+    assert!(again.iter().all(|x| x.served_warm()));
+    assert_eq!(a.stats().cold_allocations, n as u64 + 1);
+    drop(again);
+    assert_eq!(a.check_invariants(), Ok(()));
+}
+
+#[test]
 fn a_retention_cap_counts_the_depot_and_evicts_it_in_free_order() {
     let a = arena();
     let n = if cfg!(miri) { 40 } else { 300 };
