@@ -11,8 +11,10 @@
 //! cache, and the two misses per buffer were most of what a flush and a
 //! refill cost. The depot moves the entries as they are, a few bytes each,
 //! in order: the records are not touched until something needs them in
-//! the free lists ([`super::super::state::ArenaState::settle_depot`]: a
-//! trim, an exceeded retention cap, an orphaned arena).
+//! the free lists ([`super::super::state::ArenaState::settle_depot`]: an
+//! exceeded retention cap, an orphaned arena that other buffers keep), or
+//! gone (a trim evicts each depot buffer without listing it; an orphaned
+//! arena whose only live buffers are the depot's forgets them, and goes).
 //!
 //! To the arena a depot buffer is what a cached one is: live in its block
 //! record and counted in `cached_bytes`, retained in `stats()`.
