@@ -533,12 +533,19 @@ fn a_request_without_a_cache_is_served_from_the_depot() {
     assert_eq!(a.check_invariants(), Ok(()));
 }
 
-#[test]
-fn trim_and_a_dropped_arena_reach_the_depot() {
+/// An arena whose depot holds `n` buffers of 16 B another thread
+/// allocated and freed, with its body's id and `n`.
+fn with_a_filled_depot() -> (ExecutionArena, u64, usize) {
     let a = arena();
     let id = a.core.id;
     let n = if cfg!(miri) { 40 } else { 300 };
     through_another_threads_cache(&a, n, 16);
+    (a, id, n)
+}
+
+#[test]
+fn trim_and_a_dropped_arena_reach_the_depot() {
+    let (a, id, n) = with_a_filled_depot();
     let releases = a.stats().os.page_releases;
     assert_eq!(a.trim(), n * 16);
     let s = a.stats();
@@ -559,10 +566,7 @@ fn a_dropped_arena_whose_user_holds_a_buffer_settles_its_depot_and_goes_with_it(
     // The depot's buffers are not every live buffer at the drop (its
     // user holds one): they settle into the free lists, the body stays,
     // and the held buffer's free frees it, once.
-    let a = arena();
-    let id = a.core.id;
-    let n = if cfg!(miri) { 40 } else { 300 };
-    through_another_threads_cache(&a, n, 16);
+    let (a, id, _) = with_a_filled_depot();
     let kept = a.allocate(16, 8).unwrap();
     assert!(
         kept.served_warm(),
