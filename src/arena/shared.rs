@@ -512,10 +512,11 @@ impl ArenaCore {
     /// that refill holds, as [`ArenaCore::allocate`]'s locked path serves
     /// it: other threads' waiting frees taken first, then a retained
     /// buffer of the class if they brought one, else a new one. `None`
-    /// (nothing changed) when the locked path must serve it: an execution
-    /// heap to adopt first (that gives back this thread's own large
-    /// slots, which the refill's caller has borrowed), or an error, which
-    /// the locked path reports.
+    /// when the locked path must serve it (nothing changed for the
+    /// request; waiting frees taken back stay taken, as any lock holder
+    /// takes them): an execution heap to adopt first (that gives back
+    /// this thread's own large slots, which the refill's caller has
+    /// borrowed), or an error, which the locked path reports.
     ///
     /// Why: a thread's first run took the lock twice per small
     /// allocation, once for a refill that found nothing and once to carve.
