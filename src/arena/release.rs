@@ -151,12 +151,7 @@ impl ArenaState {
         let mut depot = core::mem::take(&mut self.depot);
         let mut run = InsertRun::default();
         depot.drain(|c, s, ahead| {
-            // The record a later buffer will need, asked for now: read in
-            // stamp order, records are at scattered addresses.
-            let later = ahead.and_then(|a| self.run_index.block_at(a.addr));
-            if let Some(b) = later.and_then(|j| self.table.get(j)) {
-                prefetch(b as *const Block as usize);
-            }
+            self.prefetch_record(ahead.map(|a| a.addr));
             let i = self.free_cached_next(NIL, s.addr, s.stamp, &mut run);
             debug_assert!(i != NIL, "a depot buffer was not live");
             self.cached_bytes -= crate::size_class::capacity(c);
@@ -211,23 +206,43 @@ impl ArenaState {
         let mut depot = core::mem::take(&mut self.depot);
         let mut total = 0;
         depot.drain_unordered(|c, s, ahead| {
-            let later = ahead.and_then(|a| self.run_index.block_at(a.addr));
-            if let Some(b) = later.and_then(|j| self.table.get(j)) {
-                prefetch(b as *const Block as usize);
-            }
+            self.prefetch_record(ahead.map(|a| a.addr));
             self.cached_bytes -= crate::size_class::capacity(c);
             self.cache_flushed += 1;
-            let Some(i) = self.live_block_at(s.addr) else {
-                debug_assert!(false, "a depot buffer was not live");
-                return;
-            };
-            let cap = self.table.at(i).cap;
-            self.note_dead(cap);
-            self.clock += 1;
-            total += self.evict_unlisted(i, os);
+            let bytes = self.evict_cached(s.addr, os);
+            debug_assert!(bytes != 0, "a depot buffer was not live");
+            total += bytes;
         });
         self.depot = depot;
         total
+    }
+
+    /// Asks the core for the block record of the buffer at `ahead`, which
+    /// a depot drain hands over a few places later ([`Depot::drain`]):
+    /// drained in list order, the records are at scattered addresses (a
+    /// hint: nothing changes).
+    ///
+    /// [`Depot::drain`]: super::tcache::Depot::drain
+    #[inline]
+    fn prefetch_record(&self, ahead: Option<usize>) {
+        let later = ahead.and_then(|a| self.run_index.block_at(a));
+        if let Some(b) = later.and_then(|j| self.table.get(j)) {
+            prefetch(b as *const Block as usize);
+        }
+    }
+
+    /// Frees the cached buffer at `addr` (live in its record: a depot's or
+    /// a bin's) and evicts it at once, without putting it on its free list:
+    /// a trim's. Returns the bytes released, 0 (nothing changed) when no
+    /// live buffer starts at `addr`.
+    pub(crate) fn evict_cached(&mut self, addr: usize, os: &OsCounters) -> usize {
+        let Some(i) = self.live_block_at(addr) else {
+            return 0;
+        };
+        let cap = self.table.at(i).cap;
+        self.note_dead(cap);
+        self.clock += 1;
+        self.evict_unlisted(i, os)
     }
 
     /// A dedicated mapping goes back to the OS as soon as it is freed.
@@ -316,7 +331,7 @@ impl ArenaState {
     }
 
     /// [`ArenaState::evict`] for a block on no free list: held, not live
-    /// (a depot buffer a trim freed, `evict_depot`).
+    /// (a cached buffer a trim freed, [`ArenaState::evict_cached`]).
     fn evict_unlisted(&mut self, i: u32, os: &OsCounters) -> usize {
         let b = *self.table.at(i);
         let c = b.class as usize;

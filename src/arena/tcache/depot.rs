@@ -250,9 +250,7 @@ impl Depot {
             }
             l.clear();
         }
-        self.streaks = [0; SMALL_CLASSES];
-        self.bytes = 0;
-        self.buffers = 0;
+        self.emptied();
     }
 
     /// Empties every list without reading its entries (the room stays),
@@ -264,6 +262,11 @@ impl Depot {
                 l.clear();
             }
         }
+        self.emptied();
+    }
+
+    /// The counts of a depot whose lists were just cleared.
+    fn emptied(&mut self) {
         self.streaks = [0; SMALL_CLASSES];
         self.bytes = 0;
         self.buffers = 0;

@@ -168,18 +168,17 @@ fn free_to_lists(
 ) -> (usize, usize) {
     let mut moved = 0usize;
     // Oldest first, as one run into the class's list; a trim evicts each
-    // one from the list at once, so each is inserted alone.
+    // one at once, without listing it.
     let mut run = InsertRun::default();
     o.bins[c].drain_oldest(n, |s| {
         moved += 1;
         if trim {
-            run = InsertRun::default();
-        }
-        let i = st.free_cached_next(NIL, s.addr, s.stamp, &mut run);
-        debug_assert!(i != NIL, "a cached buffer was not live");
-        if trim && i != NIL {
-            let bytes = st.evict(i, &core.os);
+            let bytes = st.evict_cached(s.addr, &core.os);
+            debug_assert!(bytes != 0, "a cached buffer was not live");
             st.stats.trimmed_bytes += bytes;
+        } else {
+            let i = st.free_cached_next(NIL, s.addr, s.stamp, &mut run);
+            debug_assert!(i != NIL, "a cached buffer was not live");
         }
     });
     (moved, moved)
