@@ -29,11 +29,38 @@
 //! comes back lowest address first: the first take after it reorders its
 //! addresses, leaving the stamps in place (`streak.rs`). The sort's
 //! bitmaps have room reserved as runs are made (2 KiB a 256 KiB run).
+//!
+//! Only a streak one pusher made is looked at: one thread's flushes, or
+//! the remote frees a lock holder absorbed. Threads streaming through one
+//! class interleave their flushes, a bin's batch each, so their common
+//! streak sweeps its addresses once per batch and would be sorted, under
+//! the lock the other threads wait on: with two threads streaming 100 000
+//! buffers each, the first take after their frees sorted 200 000 entries,
+//! and the shared arena took 1.3x the time it takes with the streak left as
+//! pushed (docs/threads.md, stop 52). What the sort is for, a thread's
+//! next run walking its buffers in address order, a streak of several
+//! threads' batches does not give: whoever refills gets the others'
+//! buffers too. Left as pushed, the refill takes the batch flushed last,
+//! the one most likely still in a cache.
 
 use super::bin::Slot;
 use super::streak;
 use super::SMALL_CLASSES;
 use crate::size_class::{capacity, Class};
+
+/// Who pushes into the depot: a thread cache (its address, never 0, 1 or
+/// `usize::MAX`), or [`REMOTES`].
+pub(crate) type Pusher = usize;
+
+/// The pusher of the remote frees a lock holder absorbs (`remote.rs`):
+/// buffers of many threads, in the order their frees reached the stack.
+pub(crate) const REMOTES: Pusher = 1;
+
+/// No push since the class's last take.
+const NOBODY: Pusher = 0;
+
+/// Pushes of more than one pusher since the class's last take.
+const MANY: Pusher = usize::MAX;
 
 /// Per small class, the buffers the caches gave back, oldest stamp first.
 #[derive(Debug)]
@@ -41,6 +68,9 @@ pub(crate) struct Depot {
     lists: [Vec<Slot>; SMALL_CLASSES],
     /// Per class, where the entries pushed since its last take begin.
     streaks: [usize; SMALL_CLASSES],
+    /// Per class, who pushed the entries since its last take: nobody
+    /// ([`NOBODY`]), one pusher (its [`Pusher`] token), or [`MANY`].
+    streak_by: [Pusher; SMALL_CLASSES],
     /// Per class, the buffers its list must have room for: every block of
     /// the class carved so far.
     blocks: [usize; SMALL_CLASSES],
@@ -57,6 +87,7 @@ impl Default for Depot {
         Depot {
             lists: [const { Vec::new() }; SMALL_CLASSES],
             streaks: [0; SMALL_CLASSES],
+            streak_by: [NOBODY; SMALL_CLASSES],
             blocks: [0; SMALL_CLASSES],
             sort_room: Vec::new(),
             bytes: 0,
@@ -88,10 +119,11 @@ impl Depot {
         self.sort_room.try_reserve(more).map_err(|_| ())
     }
 
-    /// Keeps `s`, a buffer of class `c`; `false` (and no change) when the
-    /// class's list has no room left (never, while every carve reserves).
+    /// Keeps `s`, a buffer of class `c` that `by` pushes; `false` (and no
+    /// change) when the class's list has no room left (never, while every
+    /// carve reserves).
     #[inline]
-    pub(crate) fn push(&mut self, c: Class, s: Slot) -> bool {
+    pub(crate) fn push(&mut self, c: Class, s: Slot, by: Pusher) -> bool {
         let Some(l) = self.lists.get_mut(c) else {
             return false;
         };
@@ -99,18 +131,35 @@ impl Depot {
             return false;
         }
         l.push(s);
+        self.note_pusher(c, by);
         self.bytes += capacity(c);
         self.buffers += 1;
         true
     }
 
+    /// Counts `by` among the pushers of class `c`'s streak.
+    #[inline]
+    fn note_pusher(&mut self, c: Class, by: Pusher) {
+        if let Some(p) = self.streak_by.get_mut(c) {
+            if *p == NOBODY {
+                *p = by;
+            } else if *p != by {
+                *p = MANY;
+            }
+        }
+    }
+
     /// Before a take of class `c`: the entries pushed since its last take
-    /// are a streak, put in order if it is one (`streak.rs`). The take
-    /// then marks them no longer new ([`Depot::taken_to`]).
+    /// are a streak, put in order if it is one (`streak.rs`) and one
+    /// pusher made it. The take then marks them no longer new
+    /// ([`Depot::taken_to`]).
     fn order_streak(&mut self, c: Class) {
         let (Some(l), Some(&from)) = (self.lists.get_mut(c), self.streaks.get(c)) else {
             return;
         };
+        if self.streak_by.get(c) == Some(&MANY) {
+            return;
+        }
         if let Some(s) = l.get_mut(from..) {
             streak::order(s, &mut self.sort_room);
         }
@@ -119,8 +168,9 @@ impl Depot {
     /// After a take left class `c`'s list `len` long: nothing in it is new
     /// (an empty list included: its mark is 0 already).
     fn taken_to(&mut self, c: Class, len: usize) {
-        if let Some(from) = self.streaks.get_mut(c) {
+        if let (Some(from), Some(by)) = (self.streaks.get_mut(c), self.streak_by.get_mut(c)) {
             *from = len;
+            *by = NOBODY;
         }
     }
 
@@ -171,10 +221,11 @@ impl Depot {
         k
     }
 
-    /// Keeps all of `s`, buffers of class `c`, oldest first, in one copy;
-    /// `false` (and no change) when the class's list has not room for all.
+    /// Keeps all of `s`, buffers of class `c` that `by` pushes, oldest
+    /// first, in one copy; `false` (and no change) when the class's list
+    /// has not room for all.
     #[inline]
-    pub(crate) fn push_all(&mut self, c: Class, s: &[Slot]) -> bool {
+    pub(crate) fn push_all(&mut self, c: Class, s: &[Slot], by: Pusher) -> bool {
         let Some(l) = self.lists.get_mut(c) else {
             return false;
         };
@@ -184,6 +235,7 @@ impl Depot {
         l.extend_from_slice(s);
         // The lines the next push of as many will write.
         prefetch_slots(l.spare_capacity_mut().get(..s.len()).unwrap_or_default());
+        self.note_pusher(c, by);
         self.bytes += s.len() * capacity(c);
         self.buffers += s.len();
         true
@@ -268,6 +320,7 @@ impl Depot {
     /// The counts of a depot whose lists were just cleared.
     fn emptied(&mut self) {
         self.streaks = [0; SMALL_CLASSES];
+        self.streak_by = [NOBODY; SMALL_CLASSES];
         self.bytes = 0;
         self.buffers = 0;
     }
@@ -308,6 +361,9 @@ const LINE: usize = 64;
 mod tests {
     use super::*;
 
+    /// A pusher for tests: one cache.
+    const ME: Pusher = 0x1000;
+
     #[test]
     fn the_lines_of_a_range_run_from_its_first_line_to_its_last() {
         let at = |a, n| lines(a, n).collect::<Vec<_>>();
@@ -326,7 +382,7 @@ mod tests {
             d.reserve_one(2).unwrap();
         }
         let streak: Vec<Slot> = (0..100).map(slot).collect();
-        assert!(d.push_all(2, &streak));
+        assert!(d.push_all(2, &streak, ME));
         let mut got = vec![];
         assert_eq!(d.take_newest(2, 16, None, |s| got.extend_from_slice(s)), 16);
         // Handed to the bin oldest stamp first; the bin hands out its last.
@@ -335,7 +391,7 @@ mod tests {
         let order: Vec<usize> = got.iter().rev().map(Slot::test_key).collect();
         assert_eq!(order, (0..16).collect::<Vec<usize>>(), "the first pushed");
         // Pushes after a take are a new streak: a short one stays a stack.
-        assert!(d.push_all(2, &[slot(150), slot(151)]));
+        assert!(d.push_all(2, &[slot(150), slot(151)], ME));
         assert_eq!(d.pop(2).map(|s| s.test_key()), Some(151));
         assert_eq!(d.pop(2).map(|s| s.test_key()), Some(150));
         assert_eq!(d.pop(2).map(|s| s.test_key()), Some(16));
@@ -363,12 +419,55 @@ mod tests {
         for _ in 0..streak.len() {
             d.reserve_one(3).unwrap();
         }
-        assert!(d.push_all(3, &streak));
+        assert!(d.push_all(3, &streak, ME));
         let mut got = vec![];
         while d.take_newest(3, 16, None, |s| got.extend(s.iter().rev().map(|x| x.addr))) > 0 {}
         let want: Vec<usize> = (0..2048).map(|k| base + 512 * k).collect();
         assert_eq!(got, want, "lowest address first");
         assert_eq!(d.sort_room.capacity(), cap, "nothing allocated");
+    }
+
+    #[test]
+    fn a_streak_of_two_pushers_is_taken_as_pushed_and_the_next_one_is_ordered_again() {
+        let mut d = Depot::default();
+        d.reserve_runs(4).unwrap();
+        // The scattered streak the test above sorts, pushed a bin's batch
+        // at a time by two caches in turn (threads streaming one class).
+        let base = 64 * crate::arena::RUN_LEN;
+        let ks = streak::tests::shuffled((0..2048).map(|k| 4 * k).collect(), 5);
+        let streak: Vec<Slot> = ks
+            .iter()
+            .enumerate()
+            .map(|(i, &k)| Slot {
+                addr: base + 128 * k,
+                stamp: i as u64,
+            })
+            .collect();
+        for _ in 0..2 * streak.len() {
+            d.reserve_one(3).unwrap();
+        }
+        for (i, batch) in streak.chunks(64).enumerate() {
+            assert!(d.push_all(3, batch, if i % 2 == 0 { ME } else { ME + 128 }));
+        }
+        let mut got = vec![];
+        while d.take_newest(3, 16, None, |s| got.extend(s.iter().rev().map(|x| x.addr))) > 0 {}
+        let pushed: Vec<usize> = streak.iter().rev().map(|s| s.addr).collect();
+        assert_eq!(
+            got, pushed,
+            "a stack: the last pushed first, nothing reordered"
+        );
+        // The takes ended that streak: one pusher's next streak is sorted.
+        assert!(d.push_all(3, &streak, ME + 128));
+        got.clear();
+        while d.take_newest(3, 16, None, |s| got.extend(s.iter().rev().map(|x| x.addr))) > 0 {}
+        let want: Vec<usize> = (0..2048).map(|k| base + 512 * k).collect();
+        assert_eq!(got, want, "lowest address first");
+        // Remote frees absorbed under the lock are one pusher too.
+        assert!(d.push(3, streak[0], REMOTES));
+        assert!(d.push(3, streak[1], ME));
+        assert_eq!(d.streak_by[3], MANY);
+        assert_eq!(d.pop(3), Some(streak[1]));
+        assert_eq!(d.streak_by[3], NOBODY, "a take ends the streak");
     }
 
     fn slot(k: usize) -> Slot {
@@ -387,10 +486,10 @@ mod tests {
             addr: 4096 + 64 * k,
             stamp,
         };
-        assert!(d.push_all(4, &[at(0, 10), at(1, 11), at(2, 12)]));
-        assert!(d.push_all(4, &[at(3, 3), at(4, 4)]));
-        assert!(d.push_all(4, &[at(5, 13), at(6, 5)]));
-        assert!(d.push_all(1, &[at(7, 9), at(8, 2)]));
+        assert!(d.push_all(4, &[at(0, 10), at(1, 11), at(2, 12)], ME));
+        assert!(d.push_all(4, &[at(3, 3), at(4, 4)], ME));
+        assert!(d.push_all(4, &[at(5, 13), at(6, 5)], ME));
+        assert!(d.push_all(1, &[at(7, 9), at(8, 2)], ME));
         let mut got = vec![];
         d.drain(|c, s, _| got.push((c, s.stamp)));
         assert_eq!(
@@ -420,8 +519,8 @@ mod tests {
             d.reserve_one(5).unwrap();
         }
         let two: Vec<Slot> = (0..n).map(slot).rev().collect();
-        assert!(d.push_all(2, &two));
-        assert!(d.push_all(5, &[slot(40), slot(41)]));
+        assert!(d.push_all(2, &two, ME));
+        assert!(d.push_all(5, &[slot(40), slot(41)], ME));
         let mut seen = vec![];
         d.drain(|c, s, a| seen.push((c, s.stamp, a.map(|a| a.stamp))));
         // Class 2 in stamp order, each with the one `DRAIN_AHEAD` later;
@@ -436,22 +535,25 @@ mod tests {
     #[test]
     fn keeps_buffers_per_class_within_reserved_room() {
         let mut d = Depot::default();
-        assert!(!d.push(0, slot(0)), "no room before a carve reserved it");
+        assert!(
+            !d.push(0, slot(0), ME),
+            "no room before a carve reserved it"
+        );
         for _ in 0..5 {
             d.reserve_one(0).unwrap();
         }
         d.reserve_one(3).unwrap();
         let room = d.class(0).1;
         assert!(room >= 5);
-        assert!(d.push(0, slot(0)) && d.pop(0).is_some());
+        assert!(d.push(0, slot(0), ME) && d.pop(0).is_some());
         d.reserve_one(0).unwrap();
         assert!(d.class(0).1 >= 6, "room counts every block, not the length");
         for k in 0..room {
-            assert!(d.push(0, slot(k)));
+            assert!(d.push(0, slot(k), ME));
         }
         assert_eq!(d.room(0), 0);
-        assert!(!d.push(0, slot(99)), "a full list refuses");
-        assert!(d.push(3, slot(7)));
+        assert!(!d.push(0, slot(99), ME), "a full list refuses");
+        assert!(d.push(3, slot(7), ME));
         assert_eq!(d.buffers(), room + 1);
         assert_eq!(d.bytes(), room * capacity(0) + capacity(3));
         assert_eq!((d.class(1).0.len(), d.class(3).0.len()), (0, 1));
@@ -463,7 +565,7 @@ mod tests {
             1
         );
         assert_eq!(got, [slot(room - 2)], "stops at a stamp below the bound");
-        assert!(d.push(0, slot(room - 2)));
+        assert!(d.push(0, slot(room - 2), ME));
         // Several at once: all or nothing, oldest first, back as they went.
         while d.room(0) < 2 {
             d.reserve_one(0).unwrap();
@@ -471,18 +573,18 @@ mod tests {
         let before = (d.buffers(), d.bytes());
         let room_now = d.room(0);
         let many: Vec<Slot> = (100..100 + room_now + 1).map(slot).collect();
-        assert!(!d.push_all(0, &many), "one too many");
+        assert!(!d.push_all(0, &many, ME), "one too many");
         assert_eq!(
             (d.buffers(), d.bytes()),
             before,
             "a refused push changes nothing"
         );
-        assert!(d.push_all(0, &many[..2]));
+        assert!(d.push_all(0, &many[..2], ME));
         assert_eq!(d.buffers(), before.0 + 2);
         let mut back = vec![];
         assert_eq!(d.take_newest(0, 2, None, |s| back.extend_from_slice(s)), 2);
         assert_eq!(back, many[..2], "the newest two, oldest first");
-        assert!(!d.push_all(SMALL_CLASSES, &many[..1]), "no such class");
+        assert!(!d.push_all(SMALL_CLASSES, &many[..1], ME), "no such class");
         let mut seen = vec![];
         let kept = d.class(0).1;
         d.drain(|c, s, _| seen.push((c, s.test_key())));

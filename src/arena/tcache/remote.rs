@@ -41,6 +41,7 @@
 //! models below check the push, the take and the close.
 
 use super::bin::Slot;
+use super::depot::REMOTES;
 use super::hints;
 use super::SMALL_CLASSES;
 use crate::arena::blocks::NIL;
@@ -341,7 +342,7 @@ fn absorb_one(st: &mut ArenaState, core: &ArenaCore, addr: usize, stamp: u64, ru
     };
     let cap = capacity(c);
     let s = Slot { addr, stamp };
-    if st.depot.room(c) > 0 && st.depot_admits(cap) && st.depot.push(c, s) {
+    if st.depot.room(c) > 0 && st.depot_admits(cap) && st.depot.push(c, s, REMOTES) {
         // Retained in the depot like a flushed buffer; its free is counted
         // here, as a departed cache's frees are.
         st.cached_bytes += cap;

@@ -4,6 +4,7 @@
 
 use super::bin::{Bin, Move, Slot};
 use super::cache::{check_peak, locked, locked_refill, stamp, Cache, Held, Own};
+use super::depot::Pusher;
 use super::front::{fast_cache, ready_cache};
 use super::{collect, hints, remote};
 use crate::arena::blocks::NIL;
@@ -112,7 +113,8 @@ pub(super) fn give_back(
     let cap = capacity(c);
     let n = n.min(o.bins[c].len());
     let (moved, freed) = if !trim && st.depot.room(c) >= n && st.depot_admits(n * cap) {
-        keep_in_depot(st, core, o, c, n)
+        // The cache's address tells its flushes from other pushers'.
+        keep_in_depot(st, core, o, c, n, cache as *const Cache as Pusher)
     } else {
         free_to_lists(st, core, o, c, n, trim)
     };
@@ -128,14 +130,16 @@ pub(super) fn give_back(
 }
 
 /// Moves the `n` oldest buffers of bin `c` into the depot (which has room
-/// for them); returns how many left the bin and how many of those the
-/// arena freed into the free lists instead (none while the room holds).
+/// for them), pushed `by` the bin's cache; returns how many left the bin
+/// and how many of those the arena freed into the free lists instead (none
+/// while the room holds).
 fn keep_in_depot(
     st: &mut ArenaState,
     core: &ArenaCore,
     o: &mut Own,
     c: Class,
     n: usize,
+    by: Pusher,
 ) -> (usize, usize) {
     // Kept as the bin had them, in one copy: a buffer freed by address
     // goes without its block (`NIL`), which only a settle, a pin or the
@@ -146,7 +150,7 @@ fn keep_in_depot(
     let mut moved = 0usize;
     if o.bins[c].give_oldest(n, |s| {
         moved = s.len();
-        st.depot.push_all(c, s)
+        st.depot.push_all(c, s, by)
     }) {
         return (moved, 0);
     }
