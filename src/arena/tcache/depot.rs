@@ -405,23 +405,12 @@ mod tests {
         assert!(cap >= 4 * streak::RUN_WORDS);
         d.reserve_runs(4).unwrap();
         assert_eq!(d.sort_room.capacity(), cap, "as many again adds nothing");
-        // 2 048 buffers of 128 B in four runs, freed at random.
-        let base = 64 * crate::arena::RUN_LEN;
-        let ks = streak::tests::shuffled((0..2048).map(|k| 4 * k).collect(), 5);
-        let streak: Vec<Slot> = ks
-            .iter()
-            .enumerate()
-            .map(|(i, &k)| Slot {
-                addr: base + 128 * k,
-                stamp: i as u64,
-            })
-            .collect();
+        let (base, streak) = scattered_streak();
         for _ in 0..streak.len() {
             d.reserve_one(3).unwrap();
         }
         assert!(d.push_all(3, &streak, ME));
-        let mut got = vec![];
-        while d.take_newest(3, 16, None, |s| got.extend(s.iter().rev().map(|x| x.addr))) > 0 {}
+        let got = take_all(&mut d, 3);
         let want: Vec<usize> = (0..2048).map(|k| base + 512 * k).collect();
         assert_eq!(got, want, "lowest address first");
         assert_eq!(d.sort_room.capacity(), cap, "nothing allocated");
@@ -433,24 +422,14 @@ mod tests {
         d.reserve_runs(4).unwrap();
         // The scattered streak the test above sorts, pushed a bin's batch
         // at a time by two caches in turn (threads streaming one class).
-        let base = 64 * crate::arena::RUN_LEN;
-        let ks = streak::tests::shuffled((0..2048).map(|k| 4 * k).collect(), 5);
-        let streak: Vec<Slot> = ks
-            .iter()
-            .enumerate()
-            .map(|(i, &k)| Slot {
-                addr: base + 128 * k,
-                stamp: i as u64,
-            })
-            .collect();
+        let (base, streak) = scattered_streak();
         for _ in 0..2 * streak.len() {
             d.reserve_one(3).unwrap();
         }
         for (i, batch) in streak.chunks(64).enumerate() {
             assert!(d.push_all(3, batch, if i % 2 == 0 { ME } else { ME + 128 }));
         }
-        let mut got = vec![];
-        while d.take_newest(3, 16, None, |s| got.extend(s.iter().rev().map(|x| x.addr))) > 0 {}
+        let got = take_all(&mut d, 3);
         let pushed: Vec<usize> = streak.iter().rev().map(|s| s.addr).collect();
         assert_eq!(
             got, pushed,
@@ -458,8 +437,7 @@ mod tests {
         );
         // The takes ended that streak: one pusher's next streak is sorted.
         assert!(d.push_all(3, &streak, ME + 128));
-        got.clear();
-        while d.take_newest(3, 16, None, |s| got.extend(s.iter().rev().map(|x| x.addr))) > 0 {}
+        let got = take_all(&mut d, 3);
         let want: Vec<usize> = (0..2048).map(|k| base + 512 * k).collect();
         assert_eq!(got, want, "lowest address first");
         // Remote frees absorbed under the lock are one pusher too.
@@ -468,6 +446,29 @@ mod tests {
         assert_eq!(d.streak_by[3], MANY);
         assert_eq!(d.pop(3), Some(streak[1]));
         assert_eq!(d.streak_by[3], NOBODY, "a take ends the streak");
+    }
+
+    /// 2 048 buffers of 128 B in four runs (from the returned base),
+    /// freed at random.
+    fn scattered_streak() -> (usize, Vec<Slot>) {
+        let base = 64 * crate::arena::RUN_LEN;
+        let ks = streak::tests::shuffled((0..2048).map(|k| 4 * k).collect(), 5);
+        let streak = ks
+            .iter()
+            .enumerate()
+            .map(|(i, &k)| Slot {
+                addr: base + 128 * k,
+                stamp: i as u64,
+            })
+            .collect();
+        (base, streak)
+    }
+
+    /// The addresses of class `c`, in the order refills of 16 get them.
+    fn take_all(d: &mut Depot, c: Class) -> Vec<usize> {
+        let mut got = vec![];
+        while d.take_newest(c, 16, None, |s| got.extend(s.iter().rev().map(|x| x.addr))) > 0 {}
+        got
     }
 
     fn slot(k: usize) -> Slot {
