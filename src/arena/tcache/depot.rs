@@ -37,11 +37,11 @@
 //! the lock the other threads wait on: with two threads streaming 100 000
 //! buffers each, the first take after their frees sorted 200 000 entries,
 //! and the shared arena took 1.2-1.4x the time it takes with the streak
-//! left as pushed (two and eight threads; docs/threads.md, stop 52). What the sort is for, a thread's
-//! next run walking its buffers in address order, a streak of several
-//! threads' batches does not give: whoever refills gets the others'
-//! buffers too. Left as pushed, the refill takes the batch flushed last,
-//! the one most likely still in a cache.
+//! left as pushed (two and eight threads; docs/threads.md, stop 52). What
+//! the sort is for, a thread's next run walking its buffers in address
+//! order, a streak of several threads' batches does not give: whoever
+//! refills gets the others' buffers too. Left as pushed, the refill takes
+//! the batch flushed last, the one most likely still in a cache.
 
 use super::bin::Slot;
 use super::streak;
