@@ -62,15 +62,29 @@ const NOBODY: Pusher = 0;
 /// Pushes of more than one pusher since the class's last take.
 const MANY: Pusher = usize::MAX;
 
+/// A class's entries pushed since its last take: where they begin in its
+/// list, and who pushed them.
+#[derive(Debug, Clone, Copy)]
+struct Streak {
+    from: usize,
+    /// Nobody ([`NOBODY`]), one pusher (its [`Pusher`] token), or [`MANY`].
+    by: Pusher,
+}
+
+impl Streak {
+    /// An empty list's: nothing pushed.
+    const NONE: Streak = Streak {
+        from: 0,
+        by: NOBODY,
+    };
+}
+
 /// Per small class, the buffers the caches gave back, oldest stamp first.
 #[derive(Debug)]
 pub(crate) struct Depot {
     lists: [Vec<Slot>; SMALL_CLASSES],
-    /// Per class, where the entries pushed since its last take begin.
-    streaks: [usize; SMALL_CLASSES],
-    /// Per class, who pushed the entries since its last take: nobody
-    /// ([`NOBODY`]), one pusher (its [`Pusher`] token), or [`MANY`].
-    streak_by: [Pusher; SMALL_CLASSES],
+    /// Per class, the entries pushed since its last take.
+    streaks: [Streak; SMALL_CLASSES],
     /// Per class, the buffers its list must have room for: every block of
     /// the class carved so far.
     blocks: [usize; SMALL_CLASSES],
@@ -86,8 +100,7 @@ impl Default for Depot {
     fn default() -> Self {
         Depot {
             lists: [const { Vec::new() }; SMALL_CLASSES],
-            streaks: [0; SMALL_CLASSES],
-            streak_by: [NOBODY; SMALL_CLASSES],
+            streaks: [Streak::NONE; SMALL_CLASSES],
             blocks: [0; SMALL_CLASSES],
             sort_room: Vec::new(),
             bytes: 0,
@@ -140,11 +153,11 @@ impl Depot {
     /// Counts `by` among the pushers of class `c`'s streak.
     #[inline]
     fn note_pusher(&mut self, c: Class, by: Pusher) {
-        if let Some(p) = self.streak_by.get_mut(c) {
-            if *p == NOBODY {
-                *p = by;
-            } else if *p != by {
-                *p = MANY;
+        if let Some(k) = self.streaks.get_mut(c) {
+            if k.by == NOBODY {
+                k.by = by;
+            } else if k.by != by {
+                k.by = MANY;
             }
         }
     }
@@ -154,13 +167,13 @@ impl Depot {
     /// pusher made it. The take then marks them no longer new
     /// ([`Depot::taken_to`]).
     fn order_streak(&mut self, c: Class) {
-        let (Some(l), Some(&from)) = (self.lists.get_mut(c), self.streaks.get(c)) else {
+        let (Some(l), Some(&k)) = (self.lists.get_mut(c), self.streaks.get(c)) else {
             return;
         };
-        if self.streak_by.get(c) == Some(&MANY) {
+        if k.by == MANY {
             return;
         }
-        if let Some(s) = l.get_mut(from..) {
+        if let Some(s) = l.get_mut(k.from..) {
             streak::order(s, &mut self.sort_room);
         }
     }
@@ -168,9 +181,11 @@ impl Depot {
     /// After a take left class `c`'s list `len` long: nothing in it is new
     /// (an empty list included: its mark is 0 already).
     fn taken_to(&mut self, c: Class, len: usize) {
-        if let (Some(from), Some(by)) = (self.streaks.get_mut(c), self.streak_by.get_mut(c)) {
-            *from = len;
-            *by = NOBODY;
+        if let Some(k) = self.streaks.get_mut(c) {
+            *k = Streak {
+                from: len,
+                by: NOBODY,
+            };
         }
     }
 
@@ -319,8 +334,7 @@ impl Depot {
 
     /// The counts of a depot whose lists were just cleared.
     fn emptied(&mut self) {
-        self.streaks = [0; SMALL_CLASSES];
-        self.streak_by = [NOBODY; SMALL_CLASSES];
+        self.streaks = [Streak::NONE; SMALL_CLASSES];
         self.bytes = 0;
         self.buffers = 0;
     }
@@ -443,9 +457,9 @@ mod tests {
         // Remote frees absorbed under the lock are one pusher too.
         assert!(d.push(3, streak[0], REMOTES));
         assert!(d.push(3, streak[1], ME));
-        assert_eq!(d.streak_by[3], MANY);
+        assert_eq!(d.streaks[3].by, MANY);
         assert_eq!(d.pop(3), Some(streak[1]));
-        assert_eq!(d.streak_by[3], NOBODY, "a take ends the streak");
+        assert_eq!(d.streaks[3].by, NOBODY, "a take ends the streak");
     }
 
     /// 2 048 buffers of 128 B in four runs (from the returned base),
