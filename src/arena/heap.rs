@@ -613,13 +613,23 @@ impl ArenaState {
             return 0;
         }
         seg.mark = from - seg.base;
+        let within = seg.base..seg.base + seg.len;
         self.heap.marked -= to - from;
         self.heap.version += 1;
         if let Some(p) = NonNull::new(from as *mut u8) {
             // SAFETY: [from, to) is page-aligned (`from` by the contract,
             // the mark as every mark), inside the segment's live mapping,
             // and free: no live piece lies above `from`.
-            unsafe { os::release_pages(p, to - from, os) };
+            unsafe {
+                if self.config.huge_pages {
+                    // The huge page `from` lies in keeps live pieces below
+                    // it: advised off, khugepaged never collapses it under
+                    // them (`os/split.rs`).
+                    os::release_pages_in_huge(p, to - from, within, os);
+                } else {
+                    os::release_pages(p, to - from, os);
+                }
+            }
         }
         to - from
     }

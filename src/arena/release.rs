@@ -6,11 +6,13 @@
 
 use super::blocks::{Block, BlockState, Place, DEDICATED, NIL};
 use super::owners;
-use super::state::ArenaState;
+use super::state::{ArenaState, HugeAdvice};
 use super::tcache::prefetch;
 use super::warm::InsertRun;
+use super::RUN_REGION_LEN;
 use crate::os::{self, OsCounters};
 use crate::size_class::{Class, CLASS_COUNT};
+use core::ops::Range;
 use core::ptr::NonNull;
 
 /// A free's stamp is the arena's free count shifted by this many bits,
@@ -365,12 +367,11 @@ impl ArenaState {
             } else {
                 (b.addr, b.cap)
             };
-            if let Some(p) = NonNull::new(addr as *mut u8) {
-                // SAFETY: the block is no longer live or retained, and when
-                // the segment is idle no block of it is; the range is
-                // page-aligned inside one live segment mapping.
-                unsafe { os::release_pages(p, len, os) };
-            }
+            let within = seg.base..seg.base + seg.len;
+            // SAFETY: the block is no longer live or retained, and when the
+            // segment is idle no block of it is; the range is page-aligned
+            // inside the segment, one live mapping.
+            unsafe { self.release_run_pages(run, addr, len, within, os) };
             if idle {
                 self.reset_segment(run);
             }
@@ -379,17 +380,58 @@ impl ArenaState {
         // A small-class block cannot give back its pages alone (they may be
         // shared with neighbours); it turns cold, and the whole run's pages
         // go back once no block of it is live or warm.
-        let run = &mut self.runs[run as usize];
-        run.active -= 1;
-        if run.active == 0 && run.touched {
-            run.touched = false;
-            if let Some(p) = NonNull::new(run.base as *mut u8) {
-                // SAFETY: every block of the run is cold or never carved, so
-                // no one holds data in it; the run is one live mapping.
-                unsafe { os::release_pages(p, run.len, os) };
-            }
+        let r = &mut self.runs[run as usize];
+        r.active -= 1;
+        if r.active == 0 && r.touched {
+            r.touched = false;
+            // Regions are aligned to their length, so the run's is found
+            // from its address.
+            let region = r.base & !(RUN_REGION_LEN - 1);
+            let (addr, len) = (r.base, r.len);
+            // SAFETY: every block of the run is cold or never carved, so no
+            // one holds data in it; the run is page-aligned inside its
+            // region, one live mapping.
+            unsafe { self.release_run_pages(run, addr, len, region..region + RUN_REGION_LEN, os) };
         }
         b.cap
+    }
+
+    /// Gives back the pages of `[addr, addr + len)` in run or segment `r`,
+    /// `within` being the mapping it lies in. On huge-page-advised pages,
+    /// the huge pages the range covers only in part are advised off first,
+    /// so khugepaged never collapses them under a warm run (`os/split.rs`);
+    /// a segment's whole release advises them on again.
+    ///
+    /// # Safety
+    /// The range is page-aligned inside `within`, a live mapping of the
+    /// arena's, and holds nothing anyone still needs.
+    unsafe fn release_run_pages(
+        &mut self,
+        r: u32,
+        addr: usize,
+        len: usize,
+        within: Range<usize>,
+        os: &OsCounters,
+    ) {
+        let Some(p) = NonNull::new(addr as *mut u8) else {
+            return;
+        };
+        let run = &mut self.runs[r as usize];
+        if run.huge == HugeAdvice::Off {
+            // SAFETY: the caller's contract.
+            unsafe { os::release_pages(p, len, os) };
+            return;
+        }
+        let whole = addr == within.start && len == within.len();
+        // SAFETY: the caller's contract.
+        if unsafe { os::release_pages_in_huge(p, len, within, os) } {
+            run.huge = HugeAdvice::Split;
+        } else if whole && run.huge == HugeAdvice::Split {
+            // Nothing of the mapping is resident: khugepaged has nothing to
+            // collapse in it, and the next touches fault huge pages again.
+            os::restore_huge_advice(p, len, os);
+            run.huge = HugeAdvice::On;
+        }
     }
 
     /// Forgets every (cold) block of an idle segment and makes the segment

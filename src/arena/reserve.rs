@@ -13,7 +13,7 @@
 use super::blocks::{Block, BlockState, Place, DEDICATED, NIL};
 use super::error::ArenaError;
 use super::owners::{self, GRANULE};
-use super::state::{ArenaState, Grant, Run, RunRegion};
+use super::state::{ArenaState, Grant, HugeAdvice, Run, RunRegion};
 use super::{
     CARVE_LIMIT, MAX_ALIGN, RUN_ALIGN, RUN_LEN, RUN_REGION_LEN, SEGMENT_CARVE_MAX, SEGMENT_LEN,
 };
@@ -128,6 +128,11 @@ impl ArenaState {
                     active: 0,
                     touched: false,
                     segment: true,
+                    huge: if self.config.huge_pages {
+                        HugeAdvice::On
+                    } else {
+                        HugeAdvice::Off
+                    },
                 });
                 self.stats.mapped_bytes += SEGMENT_LEN;
                 s = (self.runs.len() - 1) as u32;
@@ -217,7 +222,7 @@ impl ArenaState {
             self.depot
                 .reserve_runs(self.runs.len() + 1)
                 .map_err(|_| NO_ROOM(cap))?;
-            let base = self.cut_run(cap, os)?;
+            let (base, huge) = self.cut_run(cap, os)?;
             // The run's granules name its class too (a free finds it by
             // address). They are the region's, registered already, so this
             // only rewrites their entries.
@@ -231,6 +236,11 @@ impl ArenaState {
                 active: 0,
                 touched: false,
                 segment: false,
+                huge: if huge {
+                    HugeAdvice::On
+                } else {
+                    HugeAdvice::Off
+                },
             });
             r = (self.runs.len() - 1) as u32;
             self.run_index.add_run(r, base, cap);
@@ -245,16 +255,18 @@ impl ArenaState {
         Ok(self.grant_new(Block::new(addr, cap, class as u16, Place::Run(r))))
     }
 
-    /// The address of a new run: the next `RUN_LEN` of the current run
-    /// region, mapping a new region when it is full (see `RUN_REGION_LEN`).
-    fn cut_run(&mut self, cap: usize, os: &OsCounters) -> Result<usize, ArenaError> {
+    /// The address of a new run, and whether its region is advised for huge
+    /// pages: the next `RUN_LEN` of the current run region, mapping a new
+    /// region when it is full (see `RUN_REGION_LEN`).
+    fn cut_run(&mut self, cap: usize, os: &OsCounters) -> Result<(usize, bool), ArenaError> {
         let room = |g: &RunRegion| g.carved + RUN_LEN <= g.len;
         if !self.run_regions.last().is_some_and(room) {
             self.run_regions.try_reserve(1).map_err(|_| NO_ROOM(cap))?;
+            let huge = self.config.huge_pages && !self.run_regions.is_empty();
             let req = MapRequest {
                 len: RUN_REGION_LEN,
                 align: RUN_REGION_LEN.max(RUN_ALIGN),
-                huge_pages: self.config.huge_pages && !self.run_regions.is_empty(),
+                huge_pages: huge,
                 prefault: self.config.prefault,
             };
             let base = os::map(req, os).map_err(|e| oom(cap, e))?;
@@ -274,6 +286,7 @@ impl ArenaState {
                 base: base.as_ptr() as usize,
                 len: RUN_REGION_LEN,
                 carved: 0,
+                huge,
             });
         }
         let Some(g) = self.run_regions.last_mut() else {
@@ -281,7 +294,7 @@ impl ArenaState {
         };
         let base = g.base + g.carved;
         g.carved += RUN_LEN;
-        Ok(base)
+        Ok((base, g.huge))
     }
 
     /// A block with its own mapping, aligned to the largest power of two not

@@ -39,6 +39,22 @@ pub(crate) struct Run {
     /// A segment shared by large classes (blocks release their own pages),
     /// rather than a one-class run.
     pub segment: bool,
+    /// The huge-page advice of the pages it lies on.
+    pub huge: HugeAdvice,
+}
+
+/// The huge-page advice of a run's or segment's pages: a release that
+/// covers one of their huge pages only in part advises that page off, so
+/// khugepaged never collapses it under a warm run (`os/split.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HugeAdvice {
+    /// Base pages: not advised.
+    Off,
+    /// Advised for huge pages.
+    On,
+    /// Advised, and some huge pages advised off since by partial releases:
+    /// a segment's next whole release advises them on again.
+    Split,
 }
 
 /// One mapping that small-class runs are cut from, front to back.
@@ -48,6 +64,8 @@ pub(crate) struct RunRegion {
     pub len: usize,
     /// Bytes handed to runs so far.
     pub carved: usize,
+    /// Advised for huge pages (an arena's regions after its first).
+    pub huge: bool,
 }
 
 /// What an allocation hands back to the layer above.

@@ -11,13 +11,19 @@
 //! - [`prefault`]: materialize a range now (`MADV_POPULATE_WRITE`, falling back
 //!   to writing one byte per page on kernels without it);
 //! - [`keep_straddled_page_small`]: base pages for the huge page a fresh
-//!   mapping's first buffer ends in (see the function for why).
+//!   mapping's first buffer ends in (see the function for why);
+//! - [`release_pages_in_huge`]: a release inside a huge-page-advised
+//!   mapping, which advises off the huge pages it splits, so khugepaged
+//!   never collapses them under a warm run (`split.rs`).
 //!
 //! Under Miri the same functions are served from the Rust heap
 //! (`sys_heap.rs`), so the pure logic above this layer runs there unchanged.
 
 mod counters;
 pub use counters::{OsCounters, OsStats};
+
+mod split;
+pub(crate) use split::{release_pages_in_huge, restore_huge_advice};
 
 #[cfg(not(miri))]
 mod sys_linux;

@@ -109,14 +109,10 @@ fn replay(arena: &ExecutionArena, ops: &[Op], seed: u64) -> Live {
 #[test]
 fn warm_pattern_runs_take_no_fault_syscall_or_heap_allocation() {
     for seed in [3, 11, 29] {
-        // Without huge-page advice: khugepaged may collapse an advised
-        // range at any moment (`khugepaged/defrag` is on here), and a write
-        // racing the collapse takes a fault the arena did not cause. That
-        // is our best explanation of the one fault seen once in a full,
-        // parallel suite run after the harness's own first-touch fault was
-        // removed (never alone in 10 runs); unproven.
-        let arena =
-            ExecutionArena::with_config(ArenaConfig::default().pattern(true).huge_pages(false));
+        // With huge-page advice (the default): a release that splits a
+        // huge page advises it off, so khugepaged never collapses one
+        // under a warm run (`os/split.rs`; this test once saw such a fault).
+        let arena = ExecutionArena::with_config(ArenaConfig::default().pattern(true));
         let ops = trace(seed, 60);
         let n = ops.iter().filter(|o| matches!(o, Op::Alloc(..))).count() as u64;
         // Learning run, then one served run to bring the block in.
