@@ -94,7 +94,9 @@ pub struct MapRequest {
     /// except up to 2 MiB for a length that is a multiple of 2 MiB where
     /// the kernel aligns such mappings itself (Linux 6.7 on: one call).
     pub align: usize,
-    /// Ask for transparent huge pages (`MADV_HUGEPAGE`).
+    /// Ask for transparent huge pages (`MADV_HUGEPAGE`); without it, the
+    /// range is on base pages, advised off (`MADV_NOHUGEPAGE`) where the
+    /// kernel's THP mode is `always`.
     pub huge_pages: bool,
     /// Materialize every page now (see [`prefault`]).
     pub prefault: bool,
@@ -110,6 +112,11 @@ pub fn map(req: MapRequest, counters: &OsCounters) -> Result<NonNull<u8>, OsErro
     let ptr = sys::map(len, req.align.max(page_size()), counters)?;
     if req.huge_pages {
         sys::advise_huge(ptr, len, true, counters);
+    } else if sys::thp_always() {
+        // A kernel set to `always` would give the range huge pages all the
+        // same (and khugepaged would collapse what a partial release
+        // splits, `split.rs`): not asked for means base pages.
+        sys::advise_huge(ptr, len, false, counters);
     }
     if req.prefault {
         // SAFETY: the range was mapped read-write just above and is owned by us.

@@ -231,6 +231,31 @@ mod tests {
 
     #[test]
     #[cfg(all(not(miri), target_os = "linux"))]
+    fn a_mapping_not_advised_for_huge_pages_stays_on_base_pages() {
+        let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+            .unwrap_or_default();
+        assert_eq!(sys::thp_always(), mode.starts_with("[always]"), "{mode}");
+        let c = OsCounters::new();
+        let req = super::super::MapRequest {
+            len: 4 * H,
+            align: H,
+            huge_pages: false,
+            prefault: false,
+        };
+        let p = super::super::map(req, &c).unwrap();
+        // SAFETY: just mapped read-write, 4H long, ours alone.
+        unsafe { p.as_ptr().write_bytes(1, 4 * H) };
+        let r = p.as_ptr() as usize..p.as_ptr() as usize + 4 * H;
+        // With `always`, only the advice keeps these off huge pages (and
+        // out of khugepaged's reach once a release splits one).
+        assert_eq!(resident(r), (0, 0), "THP mode {mode}");
+        assert_eq!(c.snapshot().advice, u64::from(sys::thp_always()));
+        // SAFETY: mapped above with this length; not used afterwards.
+        unsafe { super::super::unmap(p, 4 * H, &c) };
+    }
+
+    #[test]
+    #[cfg(all(not(miri), target_os = "linux"))]
     fn a_release_leaves_khugepaged_nothing_to_collapse() {
         let c = OsCounters::new();
         // The plain release: the two huge pages it covers in part are split

@@ -13,6 +13,11 @@ pub(super) fn page_size() -> usize {
     4096
 }
 
+/// The stand-in has no huge pages.
+pub(super) fn thp_always() -> bool {
+    false
+}
+
 pub(super) fn map(len: usize, align: usize, c: &OsCounters) -> Result<NonNull<u8>, OsError> {
     let layout = Layout::from_size_align(len, align).map_err(|_| OsError::BadLayout)?;
     // SAFETY: `len` is non-zero (the caller maps at least one page).

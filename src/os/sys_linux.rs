@@ -2,7 +2,7 @@
 
 use super::{OsCounters, OsError};
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::Relaxed};
 
 static PAGE_SIZE: AtomicUsize = AtomicUsize::new(0);
 
@@ -20,6 +20,45 @@ pub(super) fn page_size() -> usize {
     };
     PAGE_SIZE.store(size, Relaxed);
     size
+}
+
+/// Whether the kernel gives every anonymous mapping huge pages unless it
+/// is advised off: `/sys/kernel/mm/transparent_hugepage/enabled` reads
+/// `[always]`. Read once, with raw calls (the first map may run under an
+/// arena's lock, where the Rust heap may be this crate's own).
+pub(super) fn thp_always() -> bool {
+    // 0: not read yet; 1: no; 2: yes.
+    static MODE: AtomicU8 = AtomicU8::new(0);
+    match MODE.load(Relaxed) {
+        1 => false,
+        2 => true,
+        _ => {
+            let always = read_thp_always();
+            MODE.store(if always { 2 } else { 1 }, Relaxed);
+            always
+        }
+    }
+}
+
+fn read_thp_always() -> bool {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        let path = c"/sys/kernel/mm/transparent_hugepage/enabled";
+        // SAFETY: a NUL-terminated path; the descriptor is closed below.
+        let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return false;
+        }
+        let mut buf = [0u8; 64];
+        // SAFETY: `buf` is writable for its whole length; `fd` is open.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        // SAFETY: `fd` was opened above and is closed once.
+        unsafe { libc::close(fd) };
+        let n = usize::try_from(n).unwrap_or(0).min(buf.len());
+        buf[..n].starts_with(b"[always]")
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    false
 }
 
 fn errno() -> i32 {
