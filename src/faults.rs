@@ -7,6 +7,10 @@
 //! events; [`FaultCounter::source`] says which one is in use. Set
 //! `WARMARENA_FAULTS=rusage` to force the fallback.
 //!
+//! [`huge_page_residency`] tells how a range is resident: on huge pages,
+//! or on base pages khugepaged may collapse under the program (a fault no
+//! allocation asked for).
+//!
 //! ```
 //! use warmarena::faults::FaultCounter;
 //! let mut c = FaultCounter::new();
@@ -17,6 +21,9 @@
 //! ```
 
 use core::marker::PhantomData;
+
+mod residency;
+pub use residency::{huge_page_residency, Residency};
 
 /// Touches the next 256 KiB of the calling thread's stack, so that stack
 /// growth inside a measured stretch (deeper frames, the counter's own reads)

@@ -197,36 +197,12 @@ mod tests {
         }
     }
 
-    /// Over the mappings that overlap `r` (`/proc/self/smaps`): the bytes
-    /// resident on base pages in mappings eligible for huge pages, which
-    /// khugepaged may collapse, and the bytes on huge pages.
+    /// The bytes of the mappings overlapping `r` that khugepaged may
+    /// collapse, and those on huge pages.
     #[cfg(all(not(miri), target_os = "linux"))]
     fn resident(r: Range<usize>) -> (usize, usize) {
-        let smaps = std::fs::read_to_string("/proc/self/smaps").expect("/proc/self/smaps");
-        let kb = |l: &str| {
-            l.split_whitespace()
-                .nth(1)
-                .and_then(|v| v.parse::<usize>().ok())
-        };
-        let (mut collapsible, mut huge) = (0, 0);
-        let (mut inside, mut rss, mut anon_huge) = (false, 0, 0);
-        for l in smaps.lines() {
-            let head = l.split_whitespace().next().unwrap_or("");
-            if let Some((a, b)) = head.split_once('-').filter(|_| !head.ends_with(':')) {
-                let lo = usize::from_str_radix(a, 16).unwrap_or(0);
-                let hi = usize::from_str_radix(b, 16).unwrap_or(0);
-                inside = lo < r.end && r.start < hi;
-            } else if !inside {
-            } else if l.starts_with("Rss:") {
-                rss = kb(l).unwrap_or(0) << 10;
-            } else if l.starts_with("AnonHugePages:") {
-                anon_huge = kb(l).unwrap_or(0) << 10;
-                huge += anon_huge;
-            } else if l.starts_with("THPeligible:") && kb(l) == Some(1) {
-                collapsible += rss - anon_huge;
-            }
-        }
-        (collapsible, huge)
+        let got = crate::faults::huge_page_residency(r).expect("/proc/self/smaps");
+        (got.collapsible as usize, got.huge as usize)
     }
 
     #[test]
