@@ -96,3 +96,113 @@ fn a_large_class_own_mapping_leaves_the_rest_of_its_last_huge_page_out() {
     a.as_mut_slice().fill(7);
     check_tail(a.as_ptr() as usize, len, "own mapping");
 }
+
+/// Bytes khugepaged may collapse over `[lo, hi)`'s mappings, or `None`
+/// (reason printed) where that says nothing about the arena: THP's mode is
+/// `always` (other memory is eligible too) or smaps cannot be read.
+fn collapsible(lo: usize, hi: usize) -> Option<u64> {
+    if thp_mode().as_deref() != Some("madvise") {
+        println!("collapsible bytes not checked: THP mode {:?}", thp_mode());
+        return None;
+    }
+    Some(warmarena::faults::huge_page_residency(lo..hi)?.collapsible)
+}
+
+/// A segment block's eviction releases a range that is not on huge-page
+/// boundaries: the huge pages it splits are advised off, so khugepaged
+/// never collapses the neighbours' pages under a warm run; the segment's
+/// whole release advises them on again (docs/warm-fidelity.md, stop 53).
+#[test]
+fn an_evicted_segment_block_leaves_khugepaged_nothing_to_collapse() {
+    if !huge_pages_possible() {
+        return;
+    }
+    // Every free releases its pages at once (no cap); classes from 64 KiB
+    // to 16 MiB are carved back to back from a 32 MiB segment.
+    let io = IoArena::with_config(ArenaConfig::default().retention_cap(0));
+    let mut a = io.allocate(3 * MIB + 512 * 1024, 64).unwrap();
+    let mut b = io.allocate(2 * MIB + 256 * 1024, 64).unwrap();
+    a.as_mut_slice().fill(1);
+    b.as_mut_slice().fill(2);
+    let (lo, hi) = (a.as_ptr() as usize, b.as_ptr() as usize + b.capacity());
+    assert!(
+        (b.as_ptr() as usize) % (2 * MIB) != 0,
+        "test premise: b starts inside a huge page, so a's release splits it"
+    );
+    let before = io.stats().os;
+    drop(a);
+    let after = io.stats().os;
+    assert_eq!(
+        after.page_releases - before.page_releases,
+        1,
+        "a's pages went back"
+    );
+    assert!(
+        after.advice > before.advice,
+        "the split pages were advised off"
+    );
+    if let Some(c) = collapsible(lo, hi) {
+        assert_eq!(c, 0, "base pages left for khugepaged beside b");
+    }
+    assert!(b.as_slice().iter().all(|&x| x == 2));
+    let before = io.stats().os;
+    drop(b);
+    let after = io.stats().os;
+    assert_eq!(
+        after.advice - before.advice,
+        1,
+        "the idle segment advised on again"
+    );
+    if let Some(c) = collapsible(lo, hi) {
+        assert_eq!(c, 0);
+    }
+}
+
+/// A small-class run trimmed in a huge-page-advised run region (an arena's
+/// second region on) splits the region's huge page: the page is advised
+/// off, so khugepaged never collapses it under the region's other runs.
+#[test]
+fn a_trimmed_small_run_leaves_khugepaged_nothing_to_collapse() {
+    if !huge_pages_possible() {
+        return;
+    }
+    const RUN: usize = 256 * 1024;
+    let io = IoArena::new();
+    // 4 MiB of 4 KiB buffers: the first run region (2 MiB, base pages) and
+    // the second (advised).
+    let mut bufs: Vec<_> = (0..1024)
+        .map(|i| {
+            let mut a = io.allocate(4096, 64).unwrap();
+            a.as_mut_slice().fill(i as u8);
+            a
+        })
+        .collect();
+    let last = bufs.last().unwrap().as_ptr() as usize;
+    let (region, run) = (last & !(2 * MIB - 1), last & !(RUN - 1));
+    let first = bufs[0].as_ptr() as usize & !(2 * MIB - 1);
+    assert_ne!(region, first, "test premise: a second region");
+    // Free every buffer of the last one's run, then trim: the run goes back.
+    let mut kept = Vec::new();
+    for (i, a) in bufs.drain(..).enumerate() {
+        if a.as_ptr() as usize & !(RUN - 1) != run {
+            kept.push((i, a));
+        }
+    }
+    let before = io.stats().os;
+    io.trim();
+    let after = io.stats().os;
+    assert!(
+        after.page_releases > before.page_releases,
+        "the run went back"
+    );
+    assert!(
+        after.advice > before.advice,
+        "its huge page was advised off"
+    );
+    if let Some(c) = collapsible(region, region + 2 * MIB) {
+        assert_eq!(c, 0, "base pages left for khugepaged beside the run");
+    }
+    for (i, a) in &kept {
+        assert!(a.as_slice().iter().all(|&x| x == *i as u8));
+    }
+}
