@@ -3,7 +3,9 @@
 //! scaled, perturbed, frees of a step shuffled, two shapes alternating) is
 //! replayed through the public `allocator_api2` path, 1 cold run then
 //! several warm runs, at alignments 64 and 4096, every byte written; each
-//! warm run, the first included, must take no page fault.
+//! warm run, the first included, must take no page fault and no system
+//! call, and the arena must leave no base pages for khugepaged to collapse
+//! under a later run (docs/warm-fidelity.md, stop 53).
 //!
 //! The small traces (MiniMalloc, TVM) run in the normal suite; the large
 //! ones (SOMAS, IOPDDL G_1: gigabytes a run) are `#[ignore]`d and meant for
@@ -28,6 +30,8 @@ struct WarmCost {
     faults: Vec<u64>,
     /// Cold allocations the warm runs made (all of them together).
     cold_allocations: u64,
+    /// System calls the warm runs made (all of them together).
+    syscalls: u64,
     /// Resident bytes khugepaged may collapse, over the mappings from the
     /// lowest buffer to the highest after the warm runs (`None`: not
     /// read, the reason printed).
@@ -88,6 +92,7 @@ fn warm_cost(shapes: &[&Replay], align: usize) -> WarmCost {
             }
         }
     }
+    let syscalls = arena.stats().os.syscalls();
     let mut faults = Vec::new();
     // Faults of the program's text (a path of the arena's first run in
     // a warm run) are not the memory under test.
@@ -101,6 +106,7 @@ fn warm_cost(shapes: &[&Replay], align: usize) -> WarmCost {
         faults.push(counter.read().minor);
     }
     let cold_allocations = arena.stats().cold_allocations - cold;
+    let syscalls = arena.stats().os.syscalls() - syscalls;
     // One more pass, for the buffers' addresses (a probe that moves at
     // every event reports each one); the arena keeps their pages after.
     let mut addrs = Vec::new();
@@ -116,6 +122,7 @@ fn warm_cost(shapes: &[&Replay], align: usize) -> WarmCost {
     WarmCost {
         faults,
         cold_allocations,
+        syscalls,
         collapsible: collapsible_over(&addrs, fallbacks),
     }
 }
@@ -156,13 +163,16 @@ fn check_all(sets: &[Vec<Replay>]) -> Vec<String> {
             let refs: Vec<&Replay> = set.iter().collect();
             let c = warm_cost(&refs, align);
             eprintln!(
-                "{name} align {align}: warm faults {:?}, warm cold allocations {}, collapsible bytes {:?}",
-                c.faults, c.cold_allocations, c.collapsible
+                "{name} align {align}: warm faults {:?}, warm cold allocations {}, warm system calls {}, collapsible bytes {:?}",
+                c.faults, c.cold_allocations, c.syscalls, c.collapsible
             );
             // Split huge pages left in advised memory: khugepaged collapses
             // them some seconds later, a fault in whichever warm run it
             // meets (docs/warm-fidelity.md, stop 53).
-            if c.faults.iter().any(|&f| f > 0) || c.collapsible.is_some_and(|b| b > 0) {
+            if c.faults.iter().any(|&f| f > 0)
+                || c.syscalls > 0
+                || c.collapsible.is_some_and(|b| b > 0)
+            {
                 bad.push(format!("{name} align {align}: {c:?}"));
             }
         }
