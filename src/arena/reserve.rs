@@ -128,11 +128,7 @@ impl ArenaState {
                     active: 0,
                     touched: false,
                     segment: true,
-                    huge: if self.config.huge_pages {
-                        HugeAdvice::On
-                    } else {
-                        HugeAdvice::Off
-                    },
+                    huge: HugeAdvice::mapped(self.config.huge_pages),
                 });
                 self.stats.mapped_bytes += SEGMENT_LEN;
                 s = (self.runs.len() - 1) as u32;
@@ -236,11 +232,7 @@ impl ArenaState {
                 active: 0,
                 touched: false,
                 segment: false,
-                huge: if huge {
-                    HugeAdvice::On
-                } else {
-                    HugeAdvice::Off
-                },
+                huge: HugeAdvice::mapped(huge),
             });
             r = (self.runs.len() - 1) as u32;
             self.run_index.add_run(r, base, cap);
@@ -262,11 +254,10 @@ impl ArenaState {
         let room = |g: &RunRegion| g.carved + RUN_LEN <= g.len;
         if !self.run_regions.last().is_some_and(room) {
             self.run_regions.try_reserve(1).map_err(|_| NO_ROOM(cap))?;
-            let huge = self.config.huge_pages && !self.run_regions.is_empty();
             let req = MapRequest {
                 len: RUN_REGION_LEN,
                 align: RUN_REGION_LEN.max(RUN_ALIGN),
-                huge_pages: huge,
+                huge_pages: self.config.huge_pages && !self.run_regions.is_empty(),
                 prefault: self.config.prefault,
             };
             let base = os::map(req, os).map_err(|e| oom(cap, e))?;
@@ -286,7 +277,6 @@ impl ArenaState {
                 base: base.as_ptr() as usize,
                 len: RUN_REGION_LEN,
                 carved: 0,
-                huge,
             });
         }
         let Some(g) = self.run_regions.last_mut() else {
@@ -294,7 +284,9 @@ impl ArenaState {
         };
         let base = g.base + g.carved;
         g.carved += RUN_LEN;
-        Ok((base, g.huge))
+        // The region just cut from is the last: advised when it is not the
+        // arena's first (the map request above).
+        Ok((base, self.config.huge_pages && self.run_regions.len() > 1))
     }
 
     /// A block with its own mapping, aligned to the largest power of two not

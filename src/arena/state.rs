@@ -57,6 +57,17 @@ pub(crate) enum HugeAdvice {
     Split,
 }
 
+impl HugeAdvice {
+    /// The advice of pages mapped with huge pages asked for (`advised`) or not.
+    pub(crate) const fn mapped(advised: bool) -> Self {
+        if advised {
+            HugeAdvice::On
+        } else {
+            HugeAdvice::Off
+        }
+    }
+}
+
 /// One mapping that small-class runs are cut from, front to back.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RunRegion {
@@ -64,8 +75,6 @@ pub(crate) struct RunRegion {
     pub len: usize,
     /// Bytes handed to runs so far.
     pub carved: usize,
-    /// Advised for huge pages (an arena's regions after its first).
-    pub huge: bool,
 }
 
 /// What an allocation hands back to the layer above.
