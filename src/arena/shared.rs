@@ -15,7 +15,7 @@ use super::metadata;
 use super::owners::Owner;
 use super::pins::{PinInfo, PinRecord};
 use super::state::{ArenaState, Grant};
-use super::tcache::{self, SMALL_CLASSES};
+use super::tcache::{self, LargeFree, SMALL_CLASSES};
 use super::{ArenaConfig, ArenaKind, CARVE_LIMIT, MAX_ALIGN};
 use crate::os::OsCounters;
 use crate::size_class::{
@@ -638,9 +638,12 @@ impl ArenaCore {
 
     /// [`ArenaCore::free`] for a buffer of capacity `cap` whose small
     /// class's bin was tried already (a handle's drop) or that has none:
-    /// the pattern check, then the rest. Out of line, with the fields by
-    /// value: the handle's drop glue is then the hit and one call, small
-    /// enough to be inlined into its callers with the handle in registers.
+    /// the pattern check, then the execution heap's slot or this thread's
+    /// large slot. Out of line, with the fields by value: the handle's
+    /// drop glue is then the hit and one call, small enough to be inlined
+    /// into its callers with the handle in registers. Every way on from
+    /// here is a call in tail position, so the slots' hits inlined here
+    /// save no registers for them.
     ///
     /// # Safety
     /// As for [`ArenaCore::free`].
@@ -652,41 +655,70 @@ impl ArenaCore {
         cap: usize,
     ) -> bool {
         // SAFETY: the caller guarantees `this` is live for this call.
-        if unsafe { this.as_ref() }.pattern_on {
+        let core = unsafe { this.as_ref() };
+        if core.pattern_on {
             // SAFETY: forwarded from the caller.
             return unsafe { Self::free_patterned(this, Some(block), addr) };
         }
+        if cap < CARVE_LIMIT {
+            // SAFETY: forwarded contract; not in pattern mode.
+            return unsafe { Self::free_small_past_bin(this, block, addr, cap) };
+        }
+        if core.on_heap_thread() {
+            if tcache::free_heap_hit(core, addr, block) {
+                // Kept in the heap's thread's slot (`tcache/heap_slot.rs`).
+                return true;
+            }
+        } else if cap <= tcache::LARGE_MAX {
+            // Into this thread's large slot (`tcache/large.rs`).
+            match tcache::free_large_fast(core, class_of_classed(cap), addr, block) {
+                LargeFree::Kept => return true,
+                // SAFETY: forwarded contract; not in pattern mode.
+                LargeFree::Slow => return unsafe { Self::free_large_slow(this, block, addr, cap) },
+                LargeFree::Arena => {}
+            }
+        }
         // SAFETY: forwarded contract; not in pattern mode.
-        unsafe { Self::free_sized_slow(this, block, addr, cap) }
+        unsafe { Self::free_locked(this, block, addr) }
     }
 
-    /// [`ArenaCore::free_past_cache`] past the pattern check: out of line,
-    /// so the hit inlined into its callers stays small.
+    /// [`ArenaCore::free_past_cache`] for a small buffer its bin's hit did
+    /// not take: the cache's slow path, then the lock.
     ///
     /// # Safety
     /// As for [`ArenaCore::free`]; the arena is not in pattern mode.
     #[inline(never)]
-    unsafe fn free_sized_slow(
+    unsafe fn free_small_past_bin(
         this: NonNull<ArenaCore>,
         block: u32,
         addr: usize,
         cap: usize,
     ) -> bool {
         // SAFETY: the caller guarantees `this` is live for this call.
-        let core = unsafe { this.as_ref() };
-        if cap < CARVE_LIMIT {
-            if tcache::free_slow(core, class_of_classed(cap), addr) {
-                return true;
-            }
-        } else if core.on_heap_thread() {
-            if tcache::free_heap_hit(core, addr, block) {
-                // Kept in the heap's thread's slot (`tcache/heap_slot.rs`).
-                return true;
-            }
-        } else if cap <= tcache::LARGE_MAX
-            && tcache::free_large_hit(core, class_of_classed(cap), addr, block)
-        {
-            // Into this thread's large slot (`tcache/large.rs`).
+        if tcache::free_slow(unsafe { this.as_ref() }, class_of_classed(cap), addr) {
+            return true;
+        }
+        // SAFETY: forwarded contract; not in pattern mode.
+        unsafe { Self::free_locked(this, block, addr) }
+    }
+
+    /// [`ArenaCore::free_past_cache`] for a large buffer its slot's inline
+    /// path left undecided (a full slot, a cache without room, a buffer
+    /// lent to a larger class's slot, or not lent here): the slot's whole
+    /// free, then the lock.
+    ///
+    /// # Safety
+    /// As for [`ArenaCore::free`]; the arena is not in pattern mode.
+    #[cold]
+    #[inline(never)]
+    unsafe fn free_large_slow(
+        this: NonNull<ArenaCore>,
+        block: u32,
+        addr: usize,
+        cap: usize,
+    ) -> bool {
+        // SAFETY: the caller guarantees `this` is live for this call.
+        if tcache::free_large_hit(unsafe { this.as_ref() }, class_of_classed(cap), addr, block) {
             return true;
         }
         // SAFETY: forwarded contract; not in pattern mode.

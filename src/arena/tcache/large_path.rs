@@ -80,6 +80,47 @@ pub(crate) fn note_lent(st: &ArenaState, core: &ArenaCore, c: Class, g: &Grant) 
     }
 }
 
+/// What [`free_large_fast`] did with a buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LargeFree {
+    /// Kept in this thread's slot of its class.
+    Kept,
+    /// Not a large class, or no cache of this arena here: the arena's.
+    Arena,
+    /// Something the inline path does not decide: [`free_large_hit`]
+    /// does, out of line. Nothing changed.
+    Slow,
+}
+
+/// [`free_large_hit`]'s common case, with no call in it, so that a caller
+/// that inlines it needs no registers saved for the rest: the buffer was
+/// lent to this thread, its class's slot is empty and the cache has room.
+/// Anything else is [`LargeFree::Slow`] or [`LargeFree::Arena`], and
+/// nothing changed.
+#[inline(always)]
+pub(crate) fn free_large_fast(core: &ArenaCore, c: Class, addr: usize, block: u32) -> LargeFree {
+    let Some(k) = large_index(c) else {
+        return LargeFree::Arena;
+    };
+    let Some(cache) = fast_cache(core) else {
+        return LargeFree::Arena;
+    };
+    // SAFETY: this thread's cache; the borrow ends within this function.
+    let o = unsafe { cache.own() };
+    let cap = capacity(LARGE_FIRST + k);
+    let budget = cache.view.large_budget.load(Relaxed);
+    let empty = o.large.get(k).is_some_and(|l| !l.holds());
+    // An empty slot's `returned` changes nothing when the buffer is not
+    // lent to it.
+    if empty
+        && has_room(o.large_bytes, o.big_bytes, cap, budget)
+        && put_large(cache, o, k, cap, addr, block, true)
+    {
+        return LargeFree::Kept;
+    }
+    LargeFree::Slow
+}
+
 /// Returns a buffer of large class `c` at `addr` (block `block`, or `NIL`
 /// when the freeing path knows only the address) into this thread's slot
 /// for the class, when the arena lent it to this thread and the slot is
@@ -204,11 +245,10 @@ fn put_large(
     block: u32,
     room: bool,
 ) -> bool {
-    let at = stamp(cache);
     let Some(l) = o.large.get_mut(k) else {
         return false;
     };
-    if !l.returned(addr, block, block == NIL, room, at) {
+    if !l.returned(addr, block, block == NIL, room, || stamp(cache)) {
         return false;
     }
     let held = l.held_block();

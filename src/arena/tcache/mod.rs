@@ -100,7 +100,8 @@ pub(crate) use self::hints::prefetch;
 use self::large::large_index;
 pub(crate) use self::large::{BUDGET_MAX, LARGE_MAX};
 pub(crate) use self::large_path::{
-    allocate_large_hit, free_large_hit, note_lent, settle_all_large, settle_large,
+    allocate_large_hit, free_large_fast, free_large_hit, note_lent, settle_all_large, settle_large,
+    LargeFree,
 };
 pub(crate) use self::leave::note_orphaned;
 pub(crate) use self::offers::claim_offers;
