@@ -70,6 +70,11 @@ fn deallocate(core: &ArenaCore, ptr: NonNull<u8>, layout: Layout) {
     if layout.size() == 0 {
         return;
     }
+    if layout.size() >= CARVE_LIMIT {
+        // Above every small capacity: no bin of a thread cache can take it,
+        // so the owner table's entry, which would only say so, is not read.
+        return deallocate_slow(core, ptr, layout);
+    }
     match core.free_hit_layout(ptr.as_ptr() as usize, layout.size(), layout.align()) {
         FreeHit::Done => {}
         // Found small already: straight to the cache's slow path (a free

@@ -920,9 +920,24 @@ impl ArenaCore {
         }
         if size.wrapping_sub(1) < tcache::LARGE_MAX && align.is_power_of_two() && align <= 4096 {
             let c = rounded_class(size, align);
-            return c >= SMALL_CLASSES && tcache::free_large_hit(self, c, addr, NIL);
+            if c < SMALL_CLASSES {
+                return false;
+            }
+            return match tcache::free_large_fast(self, c, addr, NIL) {
+                LargeFree::Kept => true,
+                LargeFree::Arena => false,
+                LargeFree::Slow => self.free_large_hit_slow(c, addr),
+            };
         }
         false
+    }
+
+    /// [`ArenaCore::free_large_hit_at`] where the large slot's inline path
+    /// left the free undecided: the slot's whole free, out of line.
+    #[cold]
+    #[inline(never)]
+    fn free_large_hit_slow(&self, c: usize, addr: usize) -> bool {
+        tcache::free_large_hit(self, c, addr, NIL)
     }
 
     /// Returns the live buffer that starts at `addr`, found by address;

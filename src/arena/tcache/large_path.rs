@@ -19,7 +19,7 @@ use core::sync::atomic::Ordering::Relaxed;
 /// A buffer of large class `c` (see `large.rs`) for a request of `size`
 /// bytes from this thread's slot, when it holds one materialized that far;
 /// `None` (nothing changed) otherwise.
-#[inline]
+#[inline(always)]
 pub(crate) fn allocate_large_hit(core: &ArenaCore, c: Class, size: usize) -> Option<Grant> {
     let k = large_index(c)?;
     let cache = fast_cache(core)?;
