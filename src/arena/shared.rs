@@ -845,7 +845,9 @@ impl ArenaCore {
     /// [`ArenaCore::free_at`] for a buffer allocated for `size` bytes at
     /// `align` (allocator-api2's deallocate): a large one this thread was
     /// lent may go into its cache's slot for the class, or, on the
-    /// execution heap's thread, into its heap slot.
+    /// execution heap's thread, into its heap slot. Inlined into its one
+    /// caller (allocator-api2's out-of-line slow free): one call, not two.
+    #[inline]
     pub(crate) fn free_at_layout(&self, addr: usize, size: usize, align: usize) -> bool {
         if self.free_large_hit_at(addr, size, align) {
             return true;
