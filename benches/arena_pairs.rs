@@ -124,6 +124,21 @@ fn peer_rounds<A: GlobalAlloc>(a: &A) -> Variant<'_> {
     })
 }
 
+/// `n` pairs of `layout` through allocator-api2 on `a`, timed.
+fn api2_rounds<A: allocator_api2::alloc::Allocator>(a: &A) -> Variant<'_> {
+    Box::new(move |l, n| {
+        use allocator_api2::alloc::Allocator;
+        let l = allocator_api2::alloc::Layout::from_size_align(l.size(), l.align()).unwrap();
+        let t = Instant::now();
+        for _ in 0..n {
+            let p = Allocator::allocate(a, black_box(l)).unwrap();
+            // SAFETY: `p` came from `a` for `l` and is freed once.
+            unsafe { Allocator::deallocate(a, black_box(p.cast()), l) };
+        }
+        t.elapsed()
+    })
+}
+
 /// The `pair` comparison as a fastest-of-rounds table (printed).
 fn fastest_of_rounds(_: &mut Criterion) {
     let arena = ExecutionArena::new();
@@ -149,31 +164,6 @@ fn fastest_of_rounds(_: &mut Criterion) {
         }
         t.elapsed()
     };
-    // The same arena through allocator-api2 (what `Vec<T, &ExecutionArena>`
-    // and hashbrown call): by layout, no handle.
-    let api2_pairs = |l: Layout, n: u64| {
-        use allocator_api2::alloc::Allocator;
-        let l = allocator_api2::alloc::Layout::from_size_align(l.size(), l.align()).unwrap();
-        let t = Instant::now();
-        for _ in 0..n {
-            let p = Allocator::allocate(&arena, black_box(l)).unwrap();
-            // SAFETY: `p` came from this arena for `l` and is freed once.
-            unsafe { Allocator::deallocate(&arena, black_box(p.cast()), l) };
-        }
-        t.elapsed()
-    };
-    // The I/O arena through allocator-api2: its large frees by layout.
-    let io_api2_pairs = |l: Layout, n: u64| {
-        use allocator_api2::alloc::Allocator;
-        let l = allocator_api2::alloc::Layout::from_size_align(l.size(), l.align()).unwrap();
-        let t = Instant::now();
-        for _ in 0..n {
-            let p = Allocator::allocate(&io, black_box(l)).unwrap();
-            // SAFETY: `p` came from this arena for `l` and is freed once.
-            unsafe { Allocator::deallocate(&io, black_box(p.cast()), l) };
-        }
-        t.elapsed()
-    };
     let io_pairs = |l: Layout, n: u64| {
         let t = Instant::now();
         for _ in 0..n {
@@ -195,8 +185,10 @@ fn fastest_of_rounds(_: &mut Criterion) {
         let variants: Vec<Variant<'_>> = vec![
             Box::new(arena_pairs),
             Box::new(io_pairs),
-            Box::new(api2_pairs),
-            Box::new(io_api2_pairs),
+            // Both arenas through allocator-api2 (what `Vec<T, &ExecutionArena>`
+            // and hashbrown call): by layout, no handle.
+            api2_rounds(&arena),
+            api2_rounds(&io),
             Box::new(handle_pairs),
             peer_rounds(&System),
             peer_rounds(&mimalloc::MiMalloc),
