@@ -642,8 +642,8 @@ impl ArenaCore {
     /// large slot. Out of line, with the fields by value: the handle's
     /// drop glue is then the hit and one call, small enough to be inlined
     /// into its callers with the handle in registers. Every way on from
-    /// here is a call in tail position, so the slots' hits inlined here
-    /// save no registers for them.
+    /// here is a call in tail position, so none of them is a second call
+    /// level on the slots' hits inlined here.
     ///
     /// # Safety
     /// As for [`ArenaCore::free`].

@@ -93,8 +93,9 @@ pub(crate) enum LargeFree {
 }
 
 /// [`free_large_hit`]'s common case, with no call in it, so that a caller
-/// that inlines it needs no registers saved for the rest: the buffer was
-/// lent to this thread, its class's slot is empty and the cache has room.
+/// that inlines it can end every other way in a call in tail position:
+/// the buffer was lent to this thread, its class's slot is empty and the
+/// cache has room.
 /// Anything else is [`LargeFree::Slow`] or [`LargeFree::Arena`], and
 /// nothing changed.
 #[inline(always)]
