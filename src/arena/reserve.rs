@@ -257,7 +257,7 @@ impl ArenaState {
             let req = MapRequest {
                 len: RUN_REGION_LEN,
                 align: RUN_REGION_LEN.max(RUN_ALIGN),
-                huge_pages: self.config.huge_pages && !self.run_regions.is_empty(),
+                huge_pages: self.region_advised(self.run_regions.len()),
                 prefault: self.config.prefault,
             };
             let base = os::map(req, os).map_err(|e| oom(cap, e))?;
@@ -284,9 +284,15 @@ impl ArenaState {
         };
         let base = g.base + g.carved;
         g.carved += RUN_LEN;
-        // The region just cut from is the last: advised when it is not the
-        // arena's first (the map request above).
-        Ok((base, self.config.huge_pages && self.run_regions.len() > 1))
+        // The region just cut from is the last one.
+        Ok((base, self.region_advised(self.run_regions.len() - 1)))
+    }
+
+    /// Whether run region `index` is (or will be) mapped advised for huge
+    /// pages: an arena's regions after its first, when huge pages are on
+    /// (see `RUN_REGION_LEN`).
+    fn region_advised(&self, index: usize) -> bool {
+        self.config.huge_pages && index > 0
     }
 
     /// A block with its own mapping, aligned to the largest power of two not
