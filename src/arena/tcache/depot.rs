@@ -219,12 +219,12 @@ impl Depot {
         let Some(l) = self.lists.get_mut(c) else {
             return 0;
         };
-        let k = l
-            .iter()
-            .rev()
-            .take(n)
-            .take_while(|s| from.is_none_or(|m| s.stamp >= m))
-            .count();
+        let k = match from {
+            // Nothing on the free list to stay newer than: the count is
+            // arithmetic (a streaming thread's every refill), not a walk.
+            None => n.min(l.len()),
+            Some(m) => l.iter().rev().take(n).take_while(|s| s.stamp >= m).count(),
+        };
         let keep = l.len() - k;
         f(&l[keep..]);
         l.truncate(keep);

@@ -176,11 +176,25 @@ const STEP_MAX: usize = 1 << 24;
 
 fn survey(s: &[Slot]) -> Survey {
     // One pass: the list outgrows the caches, and a second pass read it
-    // from memory again.
+    // from memory again. In chunks of `SAMPLE` pairs, the chunk's first
+    // pair sampled: no index test per entry.
     let (mut rising, mut climb, mut low, mut high) = (0, 0u64, usize::MAX, 0);
-    for (i, (x, y)) in s.iter().zip(s.iter().skip(TREND)).enumerate() {
+    let pairs = s.len().saturating_sub(TREND);
+    let (xs, ys) = (&s[..pairs], s.get(TREND..).unwrap_or_default());
+    let mut xc = xs.chunks_exact(SAMPLE);
+    let mut yc = ys.chunks_exact(SAMPLE);
+    for (x, y) in (&mut xc).zip(&mut yc) {
+        let mut r = 0;
+        for k in 0..SAMPLE {
+            r += usize::from(x[k].addr < y[k].addr);
+        }
+        rising += r;
+        climb += (y[0].addr.saturating_sub(x[0].addr) / MIN_CAPACITY).min(STEP_MAX) as u64;
+        (low, high) = (low.min(x[0].addr), high.max(x[0].addr));
+    }
+    for (k, (x, y)) in xc.remainder().iter().zip(yc.remainder()).enumerate() {
         rising += usize::from(x.addr < y.addr);
-        if i % SAMPLE == 0 {
+        if k == 0 {
             climb += (y.addr.saturating_sub(x.addr) / MIN_CAPACITY).min(STEP_MAX) as u64;
             (low, high) = (low.min(x.addr), high.max(x.addr));
         }
@@ -416,6 +430,43 @@ pub(crate) mod tests {
         a.sort_unstable();
         b.sort_unstable();
         assert_eq!(a, b, "the same buffers");
+    }
+
+    /// [`survey`] entry by entry, the way it was written before it went
+    /// by chunks: what the chunked pass must still compute.
+    fn survey_by_entry(s: &[Slot]) -> (usize, u64, usize, usize) {
+        let (mut rising, mut climb, mut low, mut high) = (0, 0u64, usize::MAX, 0);
+        for (i, (x, y)) in s.iter().zip(s.iter().skip(TREND)).enumerate() {
+            rising += usize::from(x.addr < y.addr);
+            if i % SAMPLE == 0 {
+                climb += (y.addr.saturating_sub(x.addr) / MIN_CAPACITY).min(STEP_MAX) as u64;
+                (low, high) = (low.min(x.addr), high.max(x.addr));
+            }
+        }
+        (rising, climb * SAMPLE as u64, low, high)
+    }
+
+    #[test]
+    fn the_survey_by_chunks_counts_what_one_by_one_counts() {
+        // Every length around the chunk and trend bounds, the tail of each
+        // chunking included, over rising, falling and shuffled addresses.
+        for n in 0..(3 * SAMPLE + 2 * TREND + 3) {
+            let rising: Vec<usize> = (0..n).collect();
+            let falling: Vec<usize> = (0..n).rev().collect();
+            let jumbled = shuffled((0..n).map(|k| k * 37 % 101).collect(), n as u64);
+            for ks in [rising, falling, jumbled] {
+                let s = streak(&ks);
+                let v = survey(&s);
+                assert_eq!(
+                    (v.rising, v.climb, v.low, v.high),
+                    survey_by_entry(&s),
+                    "{ks:?}"
+                );
+            }
+        }
+        let long = streak(&shuffled((0..1000).collect(), 7));
+        let v = survey(&long);
+        assert_eq!((v.rising, v.climb, v.low, v.high), survey_by_entry(&long));
     }
 
     #[test]
