@@ -999,7 +999,8 @@ impl ArenaCore {
     /// both). `peak_live_bytes` is exact on one thread; with several, a
     /// peak reached only while buffers sat in caches may be missed or
     /// counted up to one cache's worth high (`tcache::bin::BIN_BYTES` per
-    /// class and thread), and buffers in the arena's stash (`tcache/
+    /// class and thread, and a spill's as much for the classes up to
+    /// 2 KiB), and buffers in the arena's stash (`tcache/
     /// stash.rs`, used only with two or more threads) count as live to it
     /// until taken or drained, so it may read high by up to their bytes.
     pub(crate) fn stats(&self) -> ArenaStats {

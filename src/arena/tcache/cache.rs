@@ -9,6 +9,7 @@ use super::claim::Claim;
 use super::heap_slot::HeapSlot;
 use super::large::{Large, BUDGET_MAX, LARGE_CLASSES};
 use super::link::Link;
+use super::spill::Spill;
 use super::{hints, SMALL_CLASSES};
 use crate::arena::metadata;
 use crate::arena::release::STAMP_SEQ_BITS;
@@ -97,10 +98,11 @@ impl Counters {
 }
 
 /// A cache's held bytes (high half) and buffers (low half) in one word: a
-/// cache holds at most `SMALL_CLASSES * BIN_BYTES` (10 MiB) in at most
-/// `SMALL_CLASSES * BIN_SLOTS` buffers, and `LARGE_BYTES` (4 MiB) in its
-/// large slots, so each half has room to spare, and a hit updates both
-/// with one add and one store.
+/// cache holds at most `SMALL_BINS_MAX` (13.4 MiB) in its bins and
+/// `SPILLS_MAX` (4.4 MiB) in their spills, in at most
+/// `SMALL_CLASSES * BIN_SLOTS` and `SMALL_CLASSES * SPILL_SLOTS_MAX`
+/// buffers, and `LARGE_BYTES` (4 MiB) in its large slots, so each half has
+/// room to spare, and a hit updates both with one add and one store.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Held(pub u64);
 
@@ -129,6 +131,9 @@ pub(super) struct Own {
     /// Held bytes as last added to the arena's `cached_bytes`.
     pub(super) published: usize,
     pub(super) bins: [Bin; SMALL_CLASSES],
+    /// Per small class, what its full bin set aside (`spill.rs`): held,
+    /// like the bin's own buffers.
+    pub(super) spills: [Spill; SMALL_CLASSES],
     /// The large classes' slots (`large.rs`).
     pub(super) large: [Large; LARGE_CLASSES],
     /// Bytes held in `large`'s classes up to `BUDGET_MAX`.
@@ -256,7 +261,12 @@ impl Cache {
     pub(crate) unsafe fn free(c: NonNull<Cache>) {
         let _m = metadata::enter();
         // SAFETY: the caller's contract.
-        drop(unsafe { Box::from_raw(c.as_ptr()) });
+        let mut b = unsafe { Box::from_raw(c.as_ptr()) };
+        // The spills' room is the one thing a cache owns beside its memory.
+        for s in b.own.get_mut().spills.iter_mut() {
+            s.free_room();
+        }
+        drop(b);
     }
 }
 

@@ -24,7 +24,8 @@ pub(crate) const NO_CACHE: u64 = 2;
 pub(crate) const EPOCH_STEP: u64 = 4;
 /// Retention caps below this turn the front end off for the arena, so the
 /// cap keeps bounding every retained byte exactly as before (a thread's
-/// cache holds up to `BIN_BYTES` per class).
+/// cache holds up to `BIN_BYTES` per class, and as much again in the
+/// class's spill for the classes up to 2 KiB).
 pub(crate) const MIN_CAP_FOR_CACHE: usize = 64 << 20;
 
 /// An arena's first epoch (before its flags): its id in the high bits; the

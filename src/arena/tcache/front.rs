@@ -6,7 +6,7 @@
 use super::cache::{locked, publish, Cache, Own};
 use super::large_path::flush_large;
 use super::leave::{forget_last, leave, reclaim_orphans};
-use super::small_path::give_back;
+use super::small_path::{give_back, give_back_spill};
 use super::{epoch, large, SLOTS, SMALL_CLASSES};
 use crate::arena::metadata;
 use crate::arena::shared::ArenaCore;
@@ -273,8 +273,9 @@ fn find_ready_cache(core: &ArenaCore) -> Option<&Cache> {
     Some(cache)
 }
 
-/// Gives back up to `n` of the oldest buffers of every bin (`usize::MAX`:
-/// all) to the arena, under its lock; with `trim`, their pages go too.
+/// Gives back every spill's buffers and up to `n` of the oldest buffers of
+/// every bin (`usize::MAX`: all) to the arena, under its lock; with
+/// `trim`, their pages go too.
 pub(super) fn flush(
     st: &mut ArenaState,
     core: &ArenaCore,
@@ -284,6 +285,10 @@ pub(super) fn flush(
     trim: bool,
 ) {
     for c in 0..SMALL_CLASSES {
+        // The spill's buffers are older than the bin's: first.
+        if o.spills[c].len() > 0 {
+            give_back_spill(st, core, cache, o, c, trim);
+        }
         if o.bins[c].len() > 0 {
             give_back(st, core, cache, o, c, n, trim);
         }

@@ -29,17 +29,22 @@ use crate::size_class::{class_of_classed, Class};
 
 /// The largest capacity a thread caches: the classes up to
 /// [`BUDGET_MAX`] share [`LARGE_BYTES`]; above it, a cache holds one buffer
-/// at a time (a cache counts its bytes in 32 bits: with the small bins,
-/// the budget and the execution heap's slot, below 4 GiB).
+/// at a time (a cache counts its bytes in 32 bits: with the small bins
+/// and their spills, the budget and the execution heap's slot, below
+/// 4 GiB).
 pub(crate) const LARGE_MAX: usize = 512 << 20;
 /// The largest capacity whose buffers share the [`LARGE_BYTES`] budget.
 pub(crate) const BUDGET_MAX: usize = 1 << 20;
 
 // Everything a cache may hold fits its 32-bit byte count (`Held`): the
-// small bins, the budget, one buffer above it, and the execution heap's
-// slot's piece.
+// small bins and their spills, the budget, one buffer above it, and the
+// execution heap's slot's piece.
 const _: () = assert!(
-    super::bin::SMALL_BINS_MAX + LARGE_BYTES + LARGE_MAX + super::super::heap::LENDABLE_MAX
+    super::bin::SMALL_BINS_MAX
+        + super::spill::SPILLS_MAX
+        + LARGE_BYTES
+        + LARGE_MAX
+        + super::super::heap::LENDABLE_MAX
         < 1 << 32
 );
 /// The first large class (capacity [`CARVE_LIMIT`]).

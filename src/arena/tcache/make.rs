@@ -15,6 +15,7 @@ use super::hints::Recent;
 use super::large::LARGE_BYTES;
 use super::large::{Large, LARGE_CLASSES};
 use super::link::Link;
+use super::spill::Spill;
 use super::SMALL_CLASSES;
 use crate::arena::metadata;
 use crate::arena::shared::ArenaCore;
@@ -76,6 +77,16 @@ impl Cache {
                     bins.add(c).write(Bin::new(capacity(c)));
                 }
             }
+            let spills = addr_of_mut!((*o).spills).cast::<Spill>();
+            for c in 0..SMALL_CLASSES {
+                if spare.is_some() {
+                    // A kept cache's spills are `Spill` values still, empty
+                    // since its thread left: their room is kept.
+                    (*spills.add(c)).reset();
+                } else {
+                    spills.add(c).write(Spill::EMPTY);
+                }
+            }
             let large = addr_of_mut!((*o).large).cast::<Large>();
             for k in 0..LARGE_CLASSES {
                 large.add(k).write(Large::default());
@@ -107,6 +118,7 @@ fn all_fields_written(c: &Cache, o: &Own) {
         off_seen: _,
         published: _,
         bins: _,
+        spills: _,
         large: _,
         large_bytes: _,
         big_bytes: _,

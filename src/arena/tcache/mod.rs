@@ -15,7 +15,9 @@
 //!   acquisition; a full one gives its oldest half back the same way. A
 //!   second refill with no flush between (or a second flush with no
 //!   refill) moves the whole bin: a thread streaming through a class
-//!   takes the lock once a bin.
+//!   takes the lock once a bin. A class up to 2 KiB has a spill beside its
+//!   bin (`spill.rs`): the full bin's batches set aside, and taken back by
+//!   the empty bin, without the lock, while the streak fits.
 //! - A buffer belongs to the arena, not to a thread: a buffer freed on
 //!   another thread goes into *that* thread's cache when it has a credit
 //!   for its class (it handed one out), else onto the arena's remote stack
@@ -82,6 +84,7 @@ mod remote_tests;
 pub(crate) mod remotes;
 mod small_path;
 pub(crate) mod spare;
+pub(crate) mod spill;
 mod stash;
 mod stash_path;
 #[cfg(all(test, not(loom)))]

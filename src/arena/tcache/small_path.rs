@@ -129,6 +129,71 @@ pub(super) fn give_back(
     }
 }
 
+/// Sets the `n` oldest buffers of full bin `c` aside in its spill, without
+/// the lock (`spill.rs`): when the spill is open and has room for them,
+/// its room made at the class's first whole-bin move (`n` the bin's
+/// limit: a thread streaming through the class); `false` (and no change)
+/// otherwise. Counts stay: the spill's buffers are held like the bin's.
+fn spill(o: &mut Own, c: Class, n: usize) -> bool {
+    let (bin, spill) = (&mut o.bins[c], &mut o.spills[c]);
+    if !spill.has_room() && (n < bin.len() || !spill.open_room(bin.cap())) {
+        return false;
+    }
+    if !spill.takes(n) {
+        return false;
+    }
+    bin.give_oldest(n, |s| spill.push_all(s))
+}
+
+/// Gives back everything class `c`'s spill holds: into the depot as it
+/// is when it admits it and has room, else each buffer into its class's
+/// free list (with `trim`, releasing their pages). As [`give_back`] does
+/// a bin's.
+pub(super) fn give_back_spill(
+    st: &mut ArenaState,
+    core: &ArenaCore,
+    cache: &Cache,
+    o: &mut Own,
+    c: Class,
+    trim: bool,
+) {
+    let cap = capacity(c);
+    let n = o.spills[c].len();
+    let by = cache as *const Cache as Pusher;
+    let kept = !trim
+        && st.depot.room(c) >= n
+        && st.depot_admits(n * cap)
+        && o.spills[c].give_all(|s| st.depot.push_all(c, s, by));
+    let mut freed = 0usize;
+    if !kept {
+        let mut run = InsertRun::default();
+        o.spills[c].drain(|s| {
+            freed += 1;
+            settle_one(st, core, s, trim, &mut run);
+        });
+    }
+    cache.counters.sub_held(Held::one(cap) * n as u64);
+    o.published -= n * cap;
+    st.cached_bytes -= freed * cap;
+    st.cache_flushed += freed as u64;
+    if freed > 0 {
+        st.hold_cap(&core.os);
+    }
+}
+
+/// Frees one cached buffer into its class's free list, as the next of
+/// `run` (with `trim`, evicted at once, its pages released).
+fn settle_one(st: &mut ArenaState, core: &ArenaCore, s: Slot, trim: bool, run: &mut InsertRun) {
+    if trim {
+        let bytes = st.evict_cached(s.addr, &core.os);
+        debug_assert!(bytes != 0, "a cached buffer was not live");
+        st.stats.trimmed_bytes += bytes;
+    } else {
+        let i = st.free_cached_next(NIL, s.addr, s.stamp, run);
+        debug_assert!(i != NIL, "a cached buffer was not live");
+    }
+}
+
 /// Moves the `n` oldest buffers of bin `c` into the depot (which has room
 /// for them), pushed `by` the bin's cache; returns how many left the bin
 /// and how many of those the arena freed into the free lists instead (none
@@ -176,14 +241,7 @@ fn free_to_lists(
     let mut run = InsertRun::default();
     o.bins[c].drain_oldest(n, |s| {
         moved += 1;
-        if trim {
-            let bytes = st.evict_cached(s.addr, &core.os);
-            debug_assert!(bytes != 0, "a cached buffer was not live");
-            st.stats.trimmed_bytes += bytes;
-        } else {
-            let i = st.free_cached_next(NIL, s.addr, s.stamp, &mut run);
-            debug_assert!(i != NIL, "a cached buffer was not live");
-        }
+        settle_one(st, core, s, trim, &mut run);
     });
     (moved, moved)
 }
@@ -204,6 +262,16 @@ fn allocate_slow(core: &ArenaCore, c: Class, eff: usize, align: usize) -> Option
     } else {
         0
     };
+    o.spills[c].reopen();
+    if o.spills[c].len() > 0 && o.bins[c].len() == 0 {
+        // What the bin set aside, without the lock: already held.
+        let n = o.bins[c].move_batch(Move::Refill);
+        let bin = &mut o.bins[c];
+        o.spills[c].take_newest(n, |s| {
+            let pushed = bin.push_all(s);
+            debug_assert!(pushed, "an empty bin holds a batch");
+        });
+    }
     if let Some(s) = o.bins[c].pop() {
         if rest != 0 {
             locked_refill(core, cache, o, |st, _| remote::absorb(st, core, rest));
@@ -296,9 +364,17 @@ pub(crate) fn free_slow(core: &ArenaCore, c: Class, addr: usize) -> bool {
     };
     if !o.bins[c].push(slot) {
         let n = o.bins[c].move_batch(Move::Flush);
-        locked(core, cache, o, |st, o| {
-            give_back(st, core, cache, o, c, n, false)
-        });
+        if !spill(o, c, n) {
+            locked(core, cache, o, |st, o| {
+                // A streak that outgrew the spill goes to the depot whole,
+                // the spill's part first (`spill.rs`).
+                if o.spills[c].len() > 0 {
+                    give_back_spill(st, core, cache, o, c, false);
+                    o.spills[c].close();
+                }
+                give_back(st, core, cache, o, c, n, false)
+            });
+        }
         let pushed = o.bins[c].push(slot);
         debug_assert!(pushed, "a flushed bin has room");
     }

@@ -11,9 +11,11 @@
 //! the next cache it registers; what it keeps is freed with the arena.
 //!
 //! Only the memory is kept: a cache owns nothing that needs dropping (its
-//! fields are plain values and atomics, asserted below), and a new cache
-//! writes every field before use (`make.rs`) but its bins' slots, which
-//! the reset bins do not read before they write them.
+//! fields are plain values and atomics, asserted below; the one thing it
+//! owns beside its memory, its spills' room, `Cache::free` gives back and
+//! a reused cache keeps), and a new cache writes every field before use
+//! (`make.rs`) but its bins' slots, which the reset bins do not read
+//! before they write them, and its spills' room.
 
 use super::Cache;
 use core::ptr::NonNull;

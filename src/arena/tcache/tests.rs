@@ -42,13 +42,16 @@ fn warm_small_pairs_hit_the_cache_and_count_exactly() {
 }
 
 #[test]
-fn a_thread_streaming_through_a_class_locks_once_a_bin() {
-    // 64 bins' worth (8 under Miri) of 100-byte buffers (class 112: a
-    // bin of 64) allocated, then freed, warm: after the first move each
-    // way, every refill and every flush moves the whole bin.
+fn a_thread_streaming_past_its_spill_locks_once_a_bin() {
+    // 64 bins' worth (24 under Miri) of 100-byte buffers (class 112: a
+    // bin of 64, a spill of 18 bins' worth) allocated, then freed, warm:
+    // the streak outgrows the spill, which goes to the depot with it
+    // (`spill.rs`), and after the first move each way every refill and
+    // every flush moves the whole bin.
     use crate::arena::tcache::bin::BIN_SLOTS;
+    use crate::arena::tcache::spill::spill_limit;
     let a = arena();
-    let n = if cfg!(miri) { 8 } else { 64 } * BIN_SLOTS;
+    let n = if cfg!(miri) { 24 } else { 64 } * BIN_SLOTS;
     let run = || {
         let v: Vec<_> = (0..n).map(|_| a.allocate(100, 8).unwrap()).collect();
         drop(v);
@@ -57,18 +60,111 @@ fn a_thread_streaming_through_a_class_locks_once_a_bin() {
     run();
     let before = a.stats().locked_operations;
     run();
-    // One lock per bin's worth each way, a half bin's move first each way,
-    // and the `stats()` that reads the count.
+    // At most one lock per bin's worth each way, a half bin's move first
+    // each way, and the `stats()` that reads the count; at least one per
+    // bin's worth past the spill's each way.
     let locks = a.stats().locked_operations - before;
     let per_way = (n - BIN_SLOTS / 2).div_ceil(BIN_SLOTS) as u64 + 1;
     assert!(
         locks <= 2 * per_way + 1,
         "{locks} locks for {n} buffers each way"
     );
-    assert!(locks >= 2 * (n / BIN_SLOTS) as u64 - 2, "{locks} locks");
+    let past = ((n - spill_limit(112)) / BIN_SLOTS) as u64;
+    assert!(locks >= 2 * past - 4, "{locks} locks");
     let s = a.stats();
     assert_eq!((s.live_bytes, s.live_buffers), (0, 0));
     assert_eq!(a.check_invariants(), Ok(()));
+}
+
+#[test]
+fn a_streak_within_the_spill_takes_no_lock_and_keeps_its_order() {
+    // A run of 100-byte buffers (class 112) as long as the spill holds,
+    // freed in allocation order: from the third run on (the first makes
+    // the spill's room at its first whole-bin move, the second takes back
+    // what the first's half move left in the depot) no operation takes
+    // the lock, the buffers come back rising run after run, and every
+    // count stays exact.
+    use crate::arena::tcache::bin::BIN_SLOTS;
+    use crate::arena::tcache::spill::spill_limit;
+    let a = arena();
+    let n = if cfg!(miri) {
+        4 * BIN_SLOTS
+    } else {
+        spill_limit(112)
+    };
+    let run = || {
+        let v: Vec<_> = (0..n).map(|_| a.allocate(100, 8).unwrap()).collect();
+        let addrs: Vec<usize> = v.iter().map(|b| b.as_ptr() as usize).collect();
+        drop(v);
+        addrs
+    };
+    run();
+    run();
+    let before = a.stats();
+    for _ in 0..3 {
+        let addrs = run();
+        // The bin's worth from the run before first, newest first; then rising.
+        let rising = addrs.windows(2).filter(|w| w[0] < w[1]).count();
+        assert!(rising >= n - 1 - BIN_SLOTS, "{rising} of {}", n - 1);
+    }
+    let s = a.stats();
+    assert_eq!(
+        s.locked_operations,
+        before.locked_operations + 1,
+        "only `stats()`"
+    );
+    assert_eq!(s.os, before.os, "no system call while warm");
+    assert_eq!((s.live_bytes, s.live_buffers), (0, 0));
+    assert_eq!((s.retained_bytes, s.retained_buffers), (n * 112, n));
+    assert_eq!(s.frees, before.frees + 3 * n as u64);
+    assert_eq!(s.cold_allocations, n as u64);
+    assert_eq!(a.check_invariants(), Ok(()));
+}
+
+#[test]
+fn trim_and_thread_exit_reach_what_a_spill_holds() {
+    // A thread's streak, set aside in its spill (no lock), counts as
+    // retained; a trim on the main thread releases it at that thread's
+    // next operation, and what it spills after that comes back when it
+    // exits.
+    use crate::arena::tcache::bin::BIN_SLOTS;
+    let a = arena();
+    let n = 8 * BIN_SLOTS;
+    let step = Arc::new(Barrier::new(2));
+    let (a2, s2) = (a.clone(), Arc::clone(&step));
+    let t = std::thread::spawn(move || {
+        for _ in 0..3 {
+            let v: Vec<_> = (0..n).map(|_| a2.allocate(100, 8).unwrap()).collect();
+            drop(v);
+        }
+        s2.wait(); // spilled here
+        s2.wait(); // trimmed there
+        drop(a2.allocate(100, 8).unwrap());
+        s2.wait(); // honoured here
+        s2.wait(); // counted there
+        let v: Vec<_> = (0..n).map(|_| a2.allocate(100, 8).unwrap()).collect();
+        drop(v);
+    });
+    step.wait();
+    let s = a.stats();
+    assert_eq!((s.retained_bytes, s.retained_buffers), (n * 112, n));
+    assert_eq!((s.live_bytes, s.live_buffers), (0, 0));
+    a.trim();
+    step.wait();
+    step.wait();
+    let s = a.stats();
+    assert_eq!(s.trimmed_bytes, n * 112, "every spilled buffer was trimmed");
+    assert_eq!((s.retained_bytes, s.retained_buffers), (112, 1));
+    step.wait();
+    t.join().unwrap();
+    let s = a.stats();
+    assert_eq!((s.live_bytes, s.live_buffers), (0, 0));
+    assert_eq!((s.retained_bytes, s.retained_buffers), (n * 112, n));
+    assert_eq!(a.check_invariants(), Ok(()));
+    // Every cached byte came back to the arena at the exit: what is cached
+    // now is the depot's.
+    let st = a.core.lock();
+    assert_eq!(st.cached_bytes, st.depot.bytes());
 }
 
 #[test]
