@@ -130,19 +130,13 @@ pub(super) fn give_back(
 }
 
 /// Sets the `n` oldest buffers of full bin `c` aside in its spill, without
-/// the lock (`spill.rs`): when the spill is open and has room for them,
-/// its room made at the class's first whole-bin move (`n` the bin's
-/// limit: a thread streaming through the class); `false` (and no change)
-/// otherwise. Counts stay: the spill's buffers are held like the bin's.
+/// the lock (`spill.rs`), when the spill is open and has room for them
+/// (its room is made when this thread first takes a new buffer of the
+/// class, in [`allocate_slow`]); `false` (and no change) otherwise. Counts
+/// stay: the spill's buffers are held like the bin's.
 fn spill(o: &mut Own, c: Class, n: usize) -> bool {
     let (bin, spill) = (&mut o.bins[c], &mut o.spills[c]);
-    if !spill.has_room() && (n < bin.len() || !spill.open_room(bin.cap())) {
-        return false;
-    }
-    if !spill.takes(n) {
-        return false;
-    }
-    bin.give_oldest(n, |s| spill.push_all(s))
+    spill.takes(n) && bin.give_oldest(n, |s| spill.push_all(s))
 }
 
 /// Gives back everything class `c`'s spill holds: into the depot as it
@@ -304,6 +298,12 @@ fn allocate_slow(core: &ArenaCore, c: Class, eff: usize, align: usize) -> Option
     // Served by the arena (here, or by the shared path when `None`): this
     // thread may cache its free.
     o.bins[c].note_handed_out();
+    if cold.as_ref().is_some_and(|g| !g.warm) {
+        // A new buffer of the class, so not a warm run: the spill's room is
+        // made here, and no warm run allocates it (after the lock).
+        let cap = o.bins[c].cap();
+        o.spills[c].open_room(cap);
+    }
     cold
 }
 

@@ -28,9 +28,13 @@
 //!
 //! Only classes whose bin holds [`BIN_SLOTS`] entries spill (capacities up
 //! to 2 KiB): a larger buffer is worth a lock. The entries' room is
-//! allocated at the class's first whole-bin move, the cold path of a
-//! streak, and kept with the cache's memory (a left cache's memory, reused
-//! for a new thread, keeps its spills' room): a warm run allocates nothing.
+//! allocated when the cache's thread first takes a new buffer of the class
+//! from the arena (a cold allocation, so never in a warm run, whatever
+//! order later runs flush in), and kept with the cache's memory (a left
+//! cache's memory, reused for a new thread, keeps its spills' room): a
+//! warm run allocates nothing. A thread that only ever takes buffers other
+//! threads made (from the depot) has no spill for their class, and goes
+//! to the depot as before.
 
 use super::bin::{limit_for, Slot, BIN_SLOTS};
 use super::streak;
@@ -85,7 +89,7 @@ const _: () = assert!(SPILLS_MAX < 6 << 20);
 /// (`spare.rs`), and [`Spill::free_room`] gives the room back then.
 #[derive(Debug)]
 pub(crate) struct Spill {
-    /// The room, [`Spill::room`] entries (none before the first
+    /// The room, `room` entries (none before the first
     /// [`Spill::open_room`]).
     at: Option<NonNull<Slot>>,
     room: u32,
@@ -127,7 +131,7 @@ impl Spill {
     }
 
     /// Whether its room is allocated.
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn has_room(&self) -> bool {
         self.at.is_some()
     }
@@ -138,10 +142,10 @@ impl Spill {
         self.closed
     }
 
-    /// Allocates the room for a class of capacity `cap` (a cold path: the
-    /// class's first whole-bin move on this cache); `false` when the class
-    /// does not spill or the system allocator has no room (the bin then
-    /// goes to the arena as before). Room allocated once stays.
+    /// Allocates the room for a class of capacity `cap` (a cold path: this
+    /// cache's first new buffer of the class); `false` when the class does
+    /// not spill or the system allocator has no room (the bin then goes to
+    /// the arena as before). Room allocated once stays.
     pub(crate) fn open_room(&mut self, cap: usize) -> bool {
         if self.at.is_some() {
             return true;

@@ -79,11 +79,10 @@ fn a_thread_streaming_past_its_spill_locks_once_a_bin() {
 #[test]
 fn a_streak_within_the_spill_takes_no_lock_and_keeps_its_order() {
     // A run of 100-byte buffers (class 112) as long as the spill holds,
-    // freed in allocation order: from the third run on (the first makes
-    // the spill's room at its first whole-bin move, the second takes back
-    // what the first's half move left in the depot) no operation takes
-    // the lock, the buffers come back rising run after run, and every
-    // count stays exact.
+    // freed in allocation order: once the first run has made them (and
+    // the spill's room, at the first new buffer) no operation takes the
+    // lock, the buffers come back rising run after run, and every count
+    // stays exact.
     use crate::arena::tcache::bin::BIN_SLOTS;
     use crate::arena::tcache::spill::spill_limit;
     let a = arena();
@@ -98,7 +97,6 @@ fn a_streak_within_the_spill_takes_no_lock_and_keeps_its_order() {
         drop(v);
         addrs
     };
-    run();
     run();
     let before = a.stats();
     for _ in 0..3 {
