@@ -26,11 +26,12 @@
 //! growths: a new buffer, a copy, a free), against mimalloc and the
 //! system allocator; then the arena's locks per moved growth.
 //!
-//! Table `stream` (no criterion group: a fastest-of-rounds table): each
-//! thread allocates 4096 small buffers, writes each and frees them in
-//! the order they came, round after round, on one shared arena, on an
-//! arena each, on mimalloc and on the system allocator; then the shared
-//! arena's locks per 100 operations. The filter `'^stream'` skips the
+//! Table `stream` (no criterion group: a fastest-of-rounds table): a pool
+//! of threads that stay for the whole table, each allocating 4096 small
+//! buffers, writing each and freeing them in the order they came, round
+//! after round, on one shared arena, on an arena each, on mimalloc and on
+//! the system allocator; then the shared arena's locks per 100
+//! operations. The filter `'^stream'` skips the
 //! other groups' timings (their lock counts and the handoff table still
 //! print).
 //!
@@ -427,119 +428,157 @@ fn grow(c: &mut Criterion) {
     assert_eq!(arena.stats().live_buffers, 0, "every buffer was returned");
 }
 
-/// Buffers each thread allocates before it frees them, in [`stream_on`].
+/// Buffers each thread allocates before it frees them, in [`stream_round`].
 const STREAM_LIVE: usize = 4096;
 
-/// `rounds` times on each of `threads` threads: allocate [`STREAM_LIVE`]
-/// small buffers through the thread's allocator (`all[t % all.len()]`:
-/// one shared by every thread, or one each), write each, then free them
-/// in the order they came: a kernel building a temporary structure and
-/// dropping it, every thread in step. Sizes: 6 in 10 are 32 B, 3 in 10
-/// 64 B-256 B, 1 in 10 256 B-1 KiB. One round first, untimed (warm).
-/// Returns wall ns per allocation or free, all threads' together: from the
-/// first thread's start to the last one's end.
-fn stream_on<A: Allocator + Sync>(all: &[A], threads: usize, rounds: usize) -> f64 {
-    let start = Barrier::new(threads);
-    std::thread::scope(|s| {
-        let spans: Vec<_> = (0..threads)
-            .map(|t| {
-                let a = &all[t % all.len()];
-                let start = &start;
-                s.spawn(move || {
-                    let mut live: Vec<(NonNull<u8>, Layout)> = Vec::with_capacity(STREAM_LIVE);
-                    let mut x = 0x5EED_u64 + t as u64;
-                    let mut round = |live: &mut Vec<(NonNull<u8>, Layout)>| {
-                        for _ in 0..STREAM_LIVE {
-                            x ^= x << 13;
-                            x ^= x >> 7;
-                            x ^= x << 17;
-                            let r = (x >> 11) as usize;
-                            let size = match r % 10 {
-                                0..=5 => 32,
-                                6..=8 => 64 + r / 10 % 192,
-                                _ => 256 + r / 10 % 768,
-                            };
-                            let l = Layout::from_size_align(size, 8).unwrap();
-                            let p = a.allocate(l).unwrap().cast::<u8>();
-                            // SAFETY: `p` holds `size` bytes.
-                            unsafe { p.as_ptr().write_volatile(1) };
-                            live.push((p, l));
-                        }
-                        for (p, l) in live.drain(..) {
-                            // SAFETY: allocated above by `a` with `l`, freed once.
-                            unsafe { a.deallocate(p, l) };
-                        }
-                    };
-                    round(&mut live);
-                    start.wait();
-                    let t0 = Instant::now();
-                    for _ in 0..rounds {
-                        round(&mut live);
-                    }
-                    (t0, Instant::now())
-                })
-            })
-            .collect();
-        // From the first thread's start to the last one's end: the
-        // threads time themselves, since on a busy core this one may not
-        // run again until they are done.
-        let spans: Vec<(Instant, Instant)> = spans.into_iter().map(|h| h.join().unwrap()).collect();
-        let first = spans.iter().map(|s| s.0).min().unwrap();
-        let last = spans.iter().map(|s| s.1).max().unwrap();
-        (last - first).as_nanos() as f64 / (threads * rounds * STREAM_LIVE * 2) as f64
-    })
+/// One round through `a`: allocate [`STREAM_LIVE`] small buffers, write
+/// each, then free them in the order they came (a kernel building a
+/// temporary structure and dropping it). Sizes: 6 in 10 are 32 B, 3 in 10
+/// 64 B-256 B, 1 in 10 256 B-1 KiB, drawn from `x`, which goes on from
+/// round to round (no two rounds alike).
+fn stream_round<A: Allocator>(a: &A, x: &mut u64, live: &mut Vec<(NonNull<u8>, Layout)>) {
+    for _ in 0..STREAM_LIVE {
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        let r = (*x >> 11) as usize;
+        let size = match r % 10 {
+            0..=5 => 32,
+            6..=8 => 64 + r / 10 % 192,
+            _ => 256 + r / 10 % 768,
+        };
+        let l = Layout::from_size_align(size, 8).unwrap();
+        let p = a.allocate(l).unwrap().cast::<u8>();
+        // SAFETY: `p` holds `size` bytes.
+        unsafe { p.as_ptr().write_volatile(1) };
+        live.push((p, l));
+    }
+    for (p, l) in live.drain(..) {
+        // SAFETY: allocated above by `a` with `l`, freed once.
+        unsafe { a.deallocate(p, l) };
+    }
 }
 
-/// Table `stream`: threads streaming small buffers ([`stream_on`])
-/// through one shared arena, through an arena each, through mimalloc and
-/// through the system allocator, each back end's fastest of
-/// `STREAM_ROUNDS` interleaved rounds (`common/rounds.rs`), in wall ns
-/// per operation of all threads together; then the
-/// shared arena's locks per 100 operations. Where the shared arena pays
-/// for its one lock: every thread's bins overflow and run dry once per
-/// bin's worth, and refill or flush under the lock the other threads
-/// want (docs/threads.md, "Not done").
+/// The back ends of table `stream`, by number: one shared arena, an
+/// arena each, mimalloc, the system allocator.
+const STREAM_BACKENDS: usize = 4;
+
+/// Threads that stay for every round of table `stream`, as a runtime's
+/// pool does: each waits for a back end's number, runs its rounds through
+/// it and reports when it started and ended.
+struct StreamPool<'a> {
+    threads: usize,
+    go: Barrier,
+    done: Barrier,
+    /// The back end of the next rounds; [`STREAM_BACKENDS`] to stop.
+    job: std::sync::atomic::AtomicUsize,
+    spans: std::sync::Mutex<Vec<(Instant, Instant)>>,
+    shared: &'a ExecutionArena,
+    each: &'a [ExecutionArena],
+}
+
+impl StreamPool<'_> {
+    /// Thread `t`'s loop: rounds through each back end it is sent to.
+    fn serve(&self, t: usize, rounds: usize) {
+        let mut live: Vec<(NonNull<u8>, Layout)> = Vec::with_capacity(STREAM_LIVE);
+        let mut x = 0x5EED_u64 + t as u64;
+        loop {
+            self.go.wait();
+            let job = self.job.load(Ordering::Acquire);
+            if job >= STREAM_BACKENDS {
+                return;
+            }
+            let t0 = Instant::now();
+            for _ in 0..rounds {
+                match job {
+                    0 => stream_round(self.shared, &mut x, &mut live),
+                    1 => stream_round(&self.each[t], &mut x, &mut live),
+                    2 => stream_round(&Mi, &mut x, &mut live),
+                    _ => stream_round(&Global, &mut x, &mut live),
+                }
+            }
+            self.spans.lock().unwrap().push((t0, Instant::now()));
+            self.done.wait();
+        }
+    }
+
+    /// Wall ns per allocation or free of all threads together, running
+    /// their rounds through back end `job`: from the first thread's start
+    /// to the last one's end (the threads time themselves).
+    fn run(&self, job: usize, rounds: usize) -> f64 {
+        self.job.store(job, Ordering::Release);
+        self.go.wait();
+        self.done.wait();
+        let spans: Vec<_> = self.spans.lock().unwrap().drain(..).collect();
+        let first = spans.iter().map(|s| s.0).min().unwrap();
+        let last = spans.iter().map(|s| s.1).max().unwrap();
+        (last - first).as_nanos() as f64 / (self.threads * rounds * STREAM_LIVE * 2) as f64
+    }
+}
+
+/// Table `stream`: a pool of threads streaming small buffers
+/// ([`stream_round`]) through one shared arena, through an arena each,
+/// through mimalloc and through the system allocator, each back end's
+/// fastest of `STREAM_ROUNDS` interleaved turns (`common/rounds.rs`) of
+/// `PER_TURN` rounds, in wall ns per operation of all threads together;
+/// then the shared arena's locks per 100 operations. Where the shared
+/// arena pays for its one lock: every thread's bins overflow and run dry
+/// once per bin's worth, and refill or flush under the lock the other
+/// threads want (docs/threads.md, stop 55).
 fn stream(_: &mut Criterion) {
     const STREAM_ROUNDS: usize = 9;
-    const PER_ROUND: usize = 20;
-    let shared = [ExecutionArena::new()];
+    const PER_TURN: usize = 20;
+    let shared = ExecutionArena::new();
     let counts = thread_counts();
     let each: Vec<ExecutionArena> = (0..counts.iter().copied().max().unwrap_or(1))
         .map(|_| ExecutionArena::new())
         .collect();
-    println!("\nstream, wall ns per allocation or free (all threads' together), fastest of {STREAM_ROUNDS} interleaved rounds:");
+    println!("\nstream, wall ns per allocation or free (all threads' together), fastest of {STREAM_ROUNDS} interleaved turns:");
     println!("| threads | one arena | an arena each | mimalloc | system | one arena / mimalloc | one arena / an arena each | one arena's locks per 100 ops |");
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
     for &n in &counts {
-        let best = rounds::fastest_turns(
-            &[
-                &|| stream_on(&shared, n, PER_ROUND),
-                &|| stream_on(&each[..n], n, PER_ROUND),
-                &|| stream_on(&[Mi], n, PER_ROUND),
-                &|| stream_on(&[Global], n, PER_ROUND),
-            ],
-            STREAM_ROUNDS,
-        );
-        let before = shared[0].stats().locked_operations;
-        stream_on(&shared, n, PER_ROUND);
-        let locks = shared[0].stats().locked_operations - before - 1;
-        let ops = (n * (PER_ROUND + 1) * STREAM_LIVE * 2) as f64;
-        println!(
-            "| {n} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2}x | {:.2}x | {:.2} |",
-            best[0],
-            best[1],
-            best[2],
-            best[3],
-            best[0] / best[2],
-            best[0] / best[1],
-            100.0 * locks as f64 / ops
-        );
+        let pool = StreamPool {
+            threads: n,
+            go: Barrier::new(n + 1),
+            done: Barrier::new(n + 1),
+            job: std::sync::atomic::AtomicUsize::new(0),
+            spans: std::sync::Mutex::new(Vec::new()),
+            shared: &shared,
+            each: &each,
+        };
+        std::thread::scope(|s| {
+            for t in 0..n {
+                let pool = &pool;
+                s.spawn(move || pool.serve(t, PER_TURN));
+            }
+            let best = rounds::fastest_turns(
+                &[
+                    &|| pool.run(0, PER_TURN),
+                    &|| pool.run(1, PER_TURN),
+                    &|| pool.run(2, PER_TURN),
+                    &|| pool.run(3, PER_TURN),
+                ],
+                STREAM_ROUNDS,
+            );
+            let before = shared.stats().locked_operations;
+            pool.run(0, PER_TURN);
+            let locks = shared.stats().locked_operations - before - 1;
+            pool.job.store(STREAM_BACKENDS, Ordering::Release);
+            pool.go.wait();
+            let ops = (n * PER_TURN * STREAM_LIVE * 2) as f64;
+            println!(
+                "| {n} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2}x | {:.2}x | {:.2} |",
+                best[0],
+                best[1],
+                best[2],
+                best[3],
+                best[0] / best[2],
+                best[0] / best[1],
+                100.0 * locks as f64 / ops
+            );
+        });
     }
-    assert_eq!(
-        shared[0].stats().live_buffers,
-        0,
-        "every buffer was returned"
-    );
+    assert_eq!(shared.stats().live_buffers, 0, "every buffer was returned");
 }
 
 criterion_group!(benches, threads, beside_lock, handoffs, grow, stream);
