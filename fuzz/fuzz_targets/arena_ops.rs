@@ -59,7 +59,9 @@ warmarena_fuzz::op_counts!(
         "grown_in_place",
         "shrunk_in_place",
         "run_on_thread",
-        "heap_moved_away"
+        "heap_moved_away",
+        "streams",
+        "streamed"
     ]
 );
 const ALLOC: usize = 0;
@@ -88,6 +90,8 @@ const GROWN_IN_PLACE: usize = 22;
 const SHRUNK_IN_PLACE: usize = 23;
 const RUN_ON_THREAD: usize = 24;
 const HEAP_MOVED_AWAY: usize = 25;
+const STREAMS: usize = 26;
+const STREAMED: usize = 27;
 
 #[derive(Debug)]
 enum Op {
@@ -157,6 +161,15 @@ enum Op {
     /// A run boundary (`begin_run`) of the execution arena on a new thread
     /// that exits at once: the heap may move to it and come back.
     RunOnThread,
+    /// `count` buffers of one small size allocated, written, and freed
+    /// again in allocation order, in reverse or shuffled: a thread
+    /// streaming through a class, past its bin and into (and past) its
+    /// spill (`tcache/spill.rs`).
+    Stream {
+        io: bool,
+        size: u32,
+        count: u8,
+    },
 }
 
 /// Sizes from a few bytes up to 4 MiB, small ones most often.
@@ -755,6 +768,55 @@ impl World {
                     self.exec.model.enforce();
                 }
             }
+            Op::Stream { io, size, count } => {
+                COUNTS.bump(STREAMS);
+                // 1 B to 2 KiB (the classes that spill), 64 to 2104 buffers.
+                let (n, len) = (64 + 8 * count as usize, 1 + (size >> 3) as usize % 2048);
+                let origin = self.origin(io);
+                let mut got = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let r = if io {
+                        self.io.arena.allocate(len, 8)
+                    } else {
+                        self.exec.arena.allocate(len, 8)
+                    };
+                    let mut a = r.expect("a valid request is served");
+                    let m = self.model(origin).unwrap();
+                    let exact = m.exact();
+                    let (held, warm) = m.alloc_any(len, 8);
+                    assert_eq!(a.capacity(), m.cap_of(held), "served capacity");
+                    if exact {
+                        assert_eq!(a.served_warm(), warm, "warm or cold");
+                    }
+                    let byte = self.next_byte();
+                    fill(a.as_mut_ptr(), a.capacity(), byte);
+                    got.push(Some((a, held, byte)));
+                }
+                COUNTS.add(STREAMED, n as u64);
+                // Freed as they came, in reverse, or shuffled.
+                let mut order: Vec<usize> = (0..n).collect();
+                match size & 3 {
+                    0 | 1 => {}
+                    2 => order.reverse(),
+                    _ => {
+                        let mut x = u64::from(size) | 1;
+                        for i in (1..n).rev() {
+                            x ^= x << 13;
+                            x ^= x >> 7;
+                            x ^= x << 17;
+                            order.swap(i, (x % (i as u64 + 1)) as usize);
+                        }
+                    }
+                }
+                for i in order {
+                    let (a, held, byte) = got[i].take().unwrap();
+                    assert!(holds(a.as_ptr(), a.capacity(), byte), "bytes changed");
+                    drop(a);
+                    if let Some(m) = self.model(origin) {
+                        m.free_any(held);
+                    }
+                }
+            }
             Op::RunOnThread => {
                 COUNTS.bump(RUN_ON_THREAD);
                 let arena = self.exec.arena.clone();
@@ -838,10 +900,15 @@ fn decode(c: &[u8]) -> Op {
     let io = a & 1 == 1;
     let idx = c[2];
     match c[0] % 16 {
-        0 | 1 => Op::Alloc {
+        0 => Op::Alloc {
             io,
             size: w,
             align_shift: a >> 1,
+        },
+        1 => Op::Stream {
+            io,
+            size: w,
+            count: a >> 1,
         },
         2 => Op::AllocBad { io, which: a >> 1 },
         3 => Op::Resize { idx: a, len: w },
