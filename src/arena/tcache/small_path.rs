@@ -118,6 +118,20 @@ pub(super) fn give_back(
     } else {
         free_to_lists(st, core, o, c, n, trim)
     };
+    note_given_back(st, core, cache, o, cap, moved, freed);
+}
+
+/// Counts `moved` buffers of capacity `cap` gone from a cache, `freed` of
+/// them into the free lists (the rest kept in the depot).
+fn note_given_back(
+    st: &mut ArenaState,
+    core: &ArenaCore,
+    cache: &Cache,
+    o: &mut Own,
+    cap: usize,
+    moved: usize,
+    freed: usize,
+) {
     cache.counters.sub_held(Held::one(cap) * moved as u64);
     o.published -= moved * cap;
     // Buffers kept in the depot stay in `cached_bytes`.
@@ -166,13 +180,7 @@ pub(super) fn give_back_spill(
             settle_one(st, core, s, trim, &mut run);
         });
     }
-    cache.counters.sub_held(Held::one(cap) * n as u64);
-    o.published -= n * cap;
-    st.cached_bytes -= freed * cap;
-    st.cache_flushed += freed as u64;
-    if freed > 0 {
-        st.hold_cap(&core.os);
-    }
+    note_given_back(st, core, cache, o, cap, n, freed);
 }
 
 /// Frees one cached buffer into its class's free list, as the next of

@@ -102,11 +102,6 @@ pub(crate) struct Spill {
     closed: bool,
 }
 
-// SAFETY: the room is owned by the spill (allocated for it alone, freed by
-// `free_room`), and a spill is touched by its cache's thread only, or by
-// whoever frees the cache once both sides have left (`link.rs`).
-unsafe impl Send for Spill {}
-
 impl Spill {
     /// A spill with no room yet.
     pub(crate) const EMPTY: Spill = Spill {
@@ -151,12 +146,12 @@ impl Spill {
             return true;
         }
         let n = spill_limit(cap);
-        let Ok(layout) = Layout::array::<Slot>(n) else {
-            return false;
-        };
         if n == 0 {
             return false;
         }
+        let Ok(layout) = Layout::array::<Slot>(n) else {
+            return false;
+        };
         let _m = metadata::enter();
         // SAFETY: `layout` has a non-zero size (`n > 0` entries of 16 bytes).
         let p = unsafe { std::alloc::alloc(layout) }.cast::<Slot>();
