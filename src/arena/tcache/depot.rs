@@ -85,6 +85,11 @@ pub(crate) struct Depot {
     lists: [Vec<Slot>; SMALL_CLASSES],
     /// Per class, the entries pushed since its last take.
     streaks: [Streak; SMALL_CLASSES],
+    /// Per class, whether its list is in stamp order (oldest first), so
+    /// that a slice a take hands out is too: every push so far was a
+    /// sorted run no older than the list's newest. One pusher's flushes
+    /// are (a thread's stamps never go back); several threads' interleave.
+    ordered: [bool; SMALL_CLASSES],
     /// Per class, the buffers its list must have room for: every block of
     /// the class carved so far.
     blocks: [usize; SMALL_CLASSES],
@@ -101,6 +106,7 @@ impl Default for Depot {
         Depot {
             lists: [const { Vec::new() }; SMALL_CLASSES],
             streaks: [Streak::NONE; SMALL_CLASSES],
+            ordered: [true; SMALL_CLASSES],
             blocks: [0; SMALL_CLASSES],
             sort_room: Vec::new(),
             bytes: 0,
@@ -142,6 +148,9 @@ impl Depot {
         };
         if l.len() == l.capacity() {
             return false;
+        }
+        if l.last().is_some_and(|x| s.stamp < x.stamp) {
+            self.ordered[c] = false;
         }
         l.push(s);
         self.note_pusher(c, by);
@@ -187,6 +196,18 @@ impl Depot {
                 by: NOBODY,
             };
         }
+        if len == 0 {
+            if let Some(o) = self.ordered.get_mut(c) {
+                *o = true;
+            }
+        }
+    }
+
+    /// Whether class `c`'s list is in stamp order, so that what a take
+    /// hands out is (and a bin refilled from it alone needs no sort).
+    #[inline]
+    pub(crate) fn is_ordered(&self, c: Class) -> bool {
+        self.ordered.get(c).copied().unwrap_or(false)
     }
 
     /// The newest buffer of class `c`, if any.
@@ -238,14 +259,22 @@ impl Depot {
 
     /// Keeps all of `s`, buffers of class `c` that `by` pushes, oldest
     /// first, in one copy; `false` (and no change) when the class's list
-    /// has not room for all.
+    /// has not room for all. `sorted`: whether `s` is in stamp order (a
+    /// bin's slice is).
     #[inline]
-    pub(crate) fn push_all(&mut self, c: Class, s: &[Slot], by: Pusher) -> bool {
+    pub(crate) fn push_all(&mut self, c: Class, s: &[Slot], by: Pusher, sorted: bool) -> bool {
         let Some(l) = self.lists.get_mut(c) else {
             return false;
         };
         if l.capacity() - l.len() < s.len() {
             return false;
+        }
+        let after = match (l.last(), s.first()) {
+            (Some(x), Some(y)) => x.stamp <= y.stamp,
+            _ => true,
+        };
+        if !(sorted && after) {
+            self.ordered[c] = false;
         }
         l.extend_from_slice(s);
         // The lines the next push of as many will write.
@@ -335,6 +364,7 @@ impl Depot {
     /// The counts of a depot whose lists were just cleared.
     fn emptied(&mut self) {
         self.streaks = [Streak::NONE; SMALL_CLASSES];
+        self.ordered = [true; SMALL_CLASSES];
         self.bytes = 0;
         self.buffers = 0;
     }
@@ -396,7 +426,7 @@ mod tests {
             d.reserve_one(2).unwrap();
         }
         let streak: Vec<Slot> = (0..100).map(slot).collect();
-        assert!(d.push_all(2, &streak, ME));
+        assert!(d.push_all(2, &streak, ME, true));
         let mut got = vec![];
         assert_eq!(d.take_newest(2, 16, None, |s| got.extend_from_slice(s)), 16);
         // Handed to the bin oldest stamp first; the bin hands out its last.
@@ -405,7 +435,7 @@ mod tests {
         let order: Vec<usize> = got.iter().rev().map(Slot::test_key).collect();
         assert_eq!(order, (0..16).collect::<Vec<usize>>(), "the first pushed");
         // Pushes after a take are a new streak: a short one stays a stack.
-        assert!(d.push_all(2, &[slot(150), slot(151)], ME));
+        assert!(d.push_all(2, &[slot(150), slot(151)], ME, true));
         assert_eq!(d.pop(2).map(|s| s.test_key()), Some(151));
         assert_eq!(d.pop(2).map(|s| s.test_key()), Some(150));
         assert_eq!(d.pop(2).map(|s| s.test_key()), Some(16));
@@ -423,7 +453,7 @@ mod tests {
         for _ in 0..streak.len() {
             d.reserve_one(3).unwrap();
         }
-        assert!(d.push_all(3, &streak, ME));
+        assert!(d.push_all(3, &streak, ME, true));
         let got = take_all(&mut d, 3);
         let want: Vec<usize> = (0..2048).map(|k| base + 512 * k).collect();
         assert_eq!(got, want, "lowest address first");
@@ -441,7 +471,7 @@ mod tests {
             d.reserve_one(3).unwrap();
         }
         for (i, batch) in streak.chunks(64).enumerate() {
-            assert!(d.push_all(3, batch, if i % 2 == 0 { ME } else { ME + 128 }));
+            assert!(d.push_all(3, batch, if i % 2 == 0 { ME } else { ME + 128 }, true));
         }
         let got = take_all(&mut d, 3);
         let pushed: Vec<usize> = streak.iter().rev().map(|s| s.addr).collect();
@@ -450,7 +480,7 @@ mod tests {
             "a stack: the last pushed first, nothing reordered"
         );
         // The takes ended that streak: one pusher's next streak is sorted.
-        assert!(d.push_all(3, &streak, ME + 128));
+        assert!(d.push_all(3, &streak, ME + 128, true));
         let got = take_all(&mut d, 3);
         let want: Vec<usize> = (0..2048).map(|k| base + 512 * k).collect();
         assert_eq!(got, want, "lowest address first");
@@ -501,10 +531,10 @@ mod tests {
             addr: 4096 + 64 * k,
             stamp,
         };
-        assert!(d.push_all(4, &[at(0, 10), at(1, 11), at(2, 12)], ME));
-        assert!(d.push_all(4, &[at(3, 3), at(4, 4)], ME));
-        assert!(d.push_all(4, &[at(5, 13), at(6, 5)], ME));
-        assert!(d.push_all(1, &[at(7, 9), at(8, 2)], ME));
+        assert!(d.push_all(4, &[at(0, 10), at(1, 11), at(2, 12)], ME, true));
+        assert!(d.push_all(4, &[at(3, 3), at(4, 4)], ME, true));
+        assert!(d.push_all(4, &[at(5, 13), at(6, 5)], ME, false));
+        assert!(d.push_all(1, &[at(7, 9), at(8, 2)], ME, false));
         let mut got = vec![];
         d.drain(|c, s, _| got.push((c, s.stamp)));
         assert_eq!(
@@ -534,8 +564,8 @@ mod tests {
             d.reserve_one(5).unwrap();
         }
         let two: Vec<Slot> = (0..n).map(slot).rev().collect();
-        assert!(d.push_all(2, &two, ME));
-        assert!(d.push_all(5, &[slot(40), slot(41)], ME));
+        assert!(d.push_all(2, &two, ME, true));
+        assert!(d.push_all(5, &[slot(40), slot(41)], ME, true));
         let mut seen = vec![];
         d.drain(|c, s, a| seen.push((c, s.stamp, a.map(|a| a.stamp))));
         // Class 2 in stamp order, each with the one `DRAIN_AHEAD` later;
@@ -588,18 +618,21 @@ mod tests {
         let before = (d.buffers(), d.bytes());
         let room_now = d.room(0);
         let many: Vec<Slot> = (100..100 + room_now + 1).map(slot).collect();
-        assert!(!d.push_all(0, &many, ME), "one too many");
+        assert!(!d.push_all(0, &many, ME, true), "one too many");
         assert_eq!(
             (d.buffers(), d.bytes()),
             before,
             "a refused push changes nothing"
         );
-        assert!(d.push_all(0, &many[..2], ME));
+        assert!(d.push_all(0, &many[..2], ME, true));
         assert_eq!(d.buffers(), before.0 + 2);
         let mut back = vec![];
         assert_eq!(d.take_newest(0, 2, None, |s| back.extend_from_slice(s)), 2);
         assert_eq!(back, many[..2], "the newest two, oldest first");
-        assert!(!d.push_all(SMALL_CLASSES, &many[..1], ME), "no such class");
+        assert!(
+            !d.push_all(SMALL_CLASSES, &many[..1], ME, true),
+            "no such class"
+        );
         let mut seen = vec![];
         let kept = d.class(0).1;
         d.drain(|c, s, _| seen.push((c, s.test_key())));
@@ -609,5 +642,36 @@ mod tests {
         assert_eq!(d.class(0).1, kept, "room stays");
         assert_eq!(d.pop(0), None);
         assert!(d.class(SMALL_CLASSES).0.is_empty() && d.pop(SMALL_CLASSES).is_none());
+    }
+
+    #[test]
+    fn a_list_knows_whether_it_is_in_stamp_order() {
+        let mut d = Depot::default();
+        let at = |k: usize, stamp: u64| Slot {
+            addr: 4096 * (k + 1),
+            stamp,
+        };
+        for k in 0..8 {
+            assert!(d.reserve_one(4).is_ok());
+            let _ = k;
+        }
+        assert!(d.is_ordered(4), "an empty list");
+        assert!(d.push_all(4, &[at(0, 1), at(1, 2)], ME, true));
+        assert!(d.push(4, at(2, 3), ME));
+        assert!(d.is_ordered(4), "each push no older than the newest");
+        // An older push (another thread's, a remote free's) breaks it.
+        assert!(d.push(4, at(3, 0), REMOTES));
+        assert!(!d.is_ordered(4));
+        // A take that empties the list makes it ordered again.
+        while d.take_newest(4, 8, None, |_| {}) > 0 {}
+        assert!(d.is_ordered(4));
+        // So does an unsorted slice, or one older than the newest.
+        assert!(d.push_all(4, &[at(0, 5), at(1, 4)], ME, false));
+        assert!(!d.is_ordered(4));
+        d.drain(|_, _, _| {});
+        assert!(d.is_ordered(4));
+        assert!(d.push_all(4, &[at(0, 5), at(1, 6)], ME, true));
+        assert!(d.push_all(4, &[at(2, 4), at(3, 7)], ME, true));
+        assert!(!d.is_ordered(4));
     }
 }

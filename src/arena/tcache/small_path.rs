@@ -168,10 +168,10 @@ pub(super) fn give_back_spill(
     let cap = capacity(c);
     let n = o.spills[c].len();
     let by = cache as *const Cache as Pusher;
-    let kept = !trim
-        && st.depot.room(c) >= n
-        && st.depot_admits(n * cap)
-        && o.spills[c].give_all(|s| st.depot.push_all(c, s, by));
+    let kept = !trim && st.depot.room(c) >= n && st.depot_admits(n * cap) && {
+        let sorted = o.spills[c].in_order();
+        o.spills[c].give_all(|s| st.depot.push_all(c, s, by, sorted))
+    };
     let mut freed = 0usize;
     if !kept {
         let mut run = InsertRun::default();
@@ -217,7 +217,7 @@ fn keep_in_depot(
     let mut moved = 0usize;
     if o.bins[c].give_oldest(n, |s| {
         moved = s.len();
-        st.depot.push_all(c, s, by)
+        st.depot.push_all(c, s, by, true)
     }) {
         return (moved, 0);
     }
@@ -268,11 +268,15 @@ fn allocate_slow(core: &ArenaCore, c: Class, eff: usize, align: usize) -> Option
     if o.spills[c].len() > 0 && o.bins[c].len() == 0 {
         // What the bin set aside, without the lock: already held.
         let n = o.bins[c].move_batch(Move::Refill);
-        let bin = &mut o.bins[c];
-        o.spills[c].take_newest(n, |s| {
+        let (bin, spill) = (&mut o.bins[c], &mut o.spills[c]);
+        let sorted = spill.in_order();
+        spill.take_newest(n, |s| {
             let pushed = bin.push_all(s);
             debug_assert!(pushed, "an empty bin holds a batch");
         });
+        if !sorted {
+            bin.sort_by_stamp();
+        }
     }
     if let Some(s) = o.bins[c].pop() {
         if rest != 0 {
@@ -287,19 +291,23 @@ fn allocate_slow(core: &ArenaCore, c: Class, eff: usize, align: usize) -> Option
     // the request's own class is reused, in the cache as in the arena
     // (`reuse.rs`), so that a repeated workload holds the same buffers
     // per class in every run and no warm run goes cold.
-    let cold = locked_refill(core, cache, o, |st, o| {
+    let (sorted, cold) = locked_refill(core, cache, o, |st, o| {
         if rest != 0 {
             remote::absorb(st, core, rest);
         }
-        refill(st, cache, o, c);
+        let sorted = refill(st, cache, o, c);
         if o.bins[c].len() != 0 {
-            return None;
+            return (sorted, None);
         }
-        core.serve_small_cold(st, c, eff, align)
+        (sorted, core.serve_small_cold(st, c, eff, align))
     });
     // Runs in order, the newest run first: the newest goes on top. After
-    // the lock is let go: the bin is this thread's alone.
-    o.bins[c].sort_by_stamp();
+    // the lock is let go: the bin is this thread's alone. A refill from
+    // one ordered depot slice is in order already (a thread streaming
+    // through the class).
+    if !sorted {
+        o.bins[c].sort_by_stamp();
+    }
     if let Some(s) = o.bins[c].pop() {
         return Some(take(cache, o, s, c));
     }
@@ -320,12 +328,15 @@ fn allocate_slow(core: &ArenaCore, c: Class, eff: usize, align: usize) -> Option
 /// bin, the most recently freed first, from the depot (no block record to
 /// touch; they are in `cached_bytes` already) or the class's free list, so
 /// that the cache hands out what the arena would: its newest (once the
-/// caller has put the bin in stamp order, after the lock).
-fn refill(st: &mut ArenaState, cache: &Cache, o: &mut Own, c: Class) {
+/// caller has put the bin in stamp order, after the lock). Returns whether
+/// the bin is in stamp order already: one slice of a depot list that is.
+fn refill(st: &mut ArenaState, cache: &Cache, o: &mut Own, c: Class) -> bool {
     let cap = capacity(c);
     let batch = o.bins[c].move_batch(Move::Refill);
     let bin = &mut o.bins[c];
     let mut got = 0;
+    let mut moves = 0;
+    let ordered = st.depot.is_ordered(c);
     while got < batch {
         // The depot's newest buffers that are newer than the free list's
         // newest, in one move (the free list does not change meanwhile);
@@ -336,6 +347,7 @@ fn refill(st: &mut ArenaState, cache: &Cache, o: &mut Own, c: Class) {
             let pushed = bin.push_all(s);
             debug_assert!(pushed, "an empty bin holds a batch");
         });
+        moves += 1;
         if got == batch || l.is_none() {
             break;
         }
@@ -347,9 +359,11 @@ fn refill(st: &mut ArenaState, cache: &Cache, o: &mut Own, c: Class) {
             break;
         }
         got += 1;
+        moves += 1;
     }
     cache.counters.add_held(Held::one(cap) * got as u64);
     o.published += got * cap;
+    ordered && moves == 1
 }
 
 /// [`free`] past the hit: the cache made ready (or refused), a full bin

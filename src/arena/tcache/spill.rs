@@ -100,6 +100,11 @@ pub(crate) struct Spill {
     /// The bin's streak outgrew the spill and went to the depot: no push
     /// until the bin's next refill ([`Spill::reopen`]).
     closed: bool,
+    /// Whether the entries are in stamp order (oldest first), so that what
+    /// a take hands the bin is: each push was a bin's sorted slice, and no
+    /// older than the entries below it. A push after a take can be older
+    /// (the bin's refilled entries went back under newer frees).
+    in_order: bool,
 }
 
 impl Spill {
@@ -110,6 +115,7 @@ impl Spill {
         len: 0,
         from: 0,
         closed: false,
+        in_order: true,
     };
 
     /// How many entries it holds.
@@ -187,6 +193,13 @@ impl Spill {
         self.len = 0;
         self.from = 0;
         self.closed = false;
+        self.in_order = true;
+    }
+
+    /// Whether the entries are in stamp order (see the field).
+    #[inline]
+    pub(crate) fn in_order(&self) -> bool {
+        self.in_order
     }
 
     /// The entries held, oldest first.
@@ -210,6 +223,10 @@ impl Spill {
         let Some(p) = self.at else {
             return false;
         };
+        let top = self.entries().last().map(|x| x.stamp);
+        if top.zip(s.first()).is_some_and(|(t, y)| y.stamp < t) {
+            self.in_order = false;
+        }
         // SAFETY: `len + s.len() <= room` (checked by `takes`): the copy
         // stays within the room `at` points to, which `s` (a bin's slots)
         // does not overlap.
@@ -236,6 +253,9 @@ impl Spill {
         }
         self.len = (len - k) as u32;
         self.from = self.len;
+        if self.len == 0 {
+            self.in_order = true;
+        }
         k
     }
 
@@ -247,6 +267,7 @@ impl Spill {
         }
         self.len = 0;
         self.from = 0;
+        self.in_order = true;
         true
     }
 
@@ -257,6 +278,7 @@ impl Spill {
         }
         self.len = 0;
         self.from = 0;
+        self.in_order = true;
     }
 
     /// The bin's streak outgrew the spill: no push until the next refill.
@@ -350,6 +372,25 @@ mod tests {
         s.reset();
         assert_eq!(s.len(), 0);
         assert!(s.has_room(), "a reset keeps the room");
+        s.free_room();
+    }
+
+    #[test]
+    fn a_spill_knows_whether_its_entries_are_in_stamp_order() {
+        let at = |k: usize, stamp: u64| Slot {
+            addr: 4096 * (k + 1),
+            stamp,
+        };
+        let mut s = Spill::EMPTY;
+        assert!(s.open_room(32));
+        assert!(s.push_all(&[at(0, 1), at(1, 2)]) && s.push_all(&[at(2, 3)]));
+        assert!(s.in_order());
+        // A batch older than the top: a bin's refilled entries flushed
+        // again under newer ones.
+        assert!(s.push_all(&[at(3, 0)]));
+        assert!(!s.in_order());
+        while s.take_newest(64, |_| {}) > 0 {}
+        assert!(s.in_order(), "an empty spill is in order");
         s.free_room();
     }
 }
