@@ -42,6 +42,17 @@ pub(crate) struct Slot {
 
 const EMPTY: Slot = Slot { addr: 0, stamp: 0 };
 
+/// Whether a run that starts with `next`, put after `last`, keeps a list
+/// in stamp order: `next` freed no earlier (or either missing). The depot
+/// and the spills keep whether their lists are in order by it.
+#[inline]
+pub(crate) fn keeps_order(last: Option<&Slot>, next: Option<&Slot>) -> bool {
+    match (last, next) {
+        (Some(x), Some(y)) => x.stamp <= y.stamp,
+        _ => true,
+    }
+}
+
 #[cfg(test)]
 impl Slot {
     /// The `k`-th of a series of distinct slots (page-spaced addresses).

@@ -43,7 +43,7 @@
 //! refills gets the others' buffers too. Left as pushed, the refill takes
 //! the batch flushed last, the one most likely still in a cache.
 
-use super::bin::Slot;
+use super::bin::{keeps_order, Slot};
 use super::streak;
 use super::SMALL_CLASSES;
 use crate::size_class::{capacity, Class};
@@ -149,7 +149,7 @@ impl Depot {
         if l.len() == l.capacity() {
             return false;
         }
-        if l.last().is_some_and(|x| s.stamp < x.stamp) {
+        if !keeps_order(l.last(), Some(&s)) {
             self.ordered[c] = false;
         }
         l.push(s);
@@ -269,11 +269,7 @@ impl Depot {
         if l.capacity() - l.len() < s.len() {
             return false;
         }
-        let after = match (l.last(), s.first()) {
-            (Some(x), Some(y)) => x.stamp <= y.stamp,
-            _ => true,
-        };
-        if !(sorted && after) {
+        if !(sorted && keeps_order(l.last(), s.first())) {
             self.ordered[c] = false;
         }
         l.extend_from_slice(s);
@@ -651,9 +647,8 @@ mod tests {
             addr: 4096 * (k + 1),
             stamp,
         };
-        for k in 0..8 {
+        for _ in 0..8 {
             assert!(d.reserve_one(4).is_ok());
-            let _ = k;
         }
         assert!(d.is_ordered(4), "an empty list");
         assert!(d.push_all(4, &[at(0, 1), at(1, 2)], ME, true));

@@ -36,7 +36,7 @@
 //! threads made (from the depot) has no spill for their class, and goes
 //! to the depot as before.
 
-use super::bin::{limit_for, Slot, BIN_SLOTS};
+use super::bin::{keeps_order, limit_for, Slot, BIN_SLOTS};
 use super::streak;
 use super::SMALL_CLASSES;
 use crate::arena::metadata;
@@ -190,9 +190,14 @@ impl Spill {
     /// Made empty and open for a new cache in a left cache's memory: the
     /// room stays.
     pub(crate) fn reset(&mut self) {
+        self.emptied();
+        self.closed = false;
+    }
+
+    /// Holds nothing now: no streak, and in order.
+    fn emptied(&mut self) {
         self.len = 0;
         self.from = 0;
-        self.closed = false;
         self.in_order = true;
     }
 
@@ -223,8 +228,7 @@ impl Spill {
         let Some(p) = self.at else {
             return false;
         };
-        let top = self.entries().last().map(|x| x.stamp);
-        if top.zip(s.first()).is_some_and(|(t, y)| y.stamp < t) {
+        if !keeps_order(self.entries().last(), s.first()) {
             self.in_order = false;
         }
         // SAFETY: `len + s.len() <= room` (checked by `takes`): the copy
@@ -265,9 +269,7 @@ impl Spill {
         if !f(self.entries()) {
             return false;
         }
-        self.len = 0;
-        self.from = 0;
-        self.in_order = true;
+        self.emptied();
         true
     }
 
@@ -276,9 +278,7 @@ impl Spill {
         for s in self.entries().iter() {
             f(*s);
         }
-        self.len = 0;
-        self.from = 0;
-        self.in_order = true;
+        self.emptied();
     }
 
     /// The bin's streak outgrew the spill: no push until the next refill.

@@ -178,7 +178,13 @@ fn survey(s: &[Slot]) -> Survey {
     // One pass: the list outgrows the caches, and a second pass read it
     // from memory again. In chunks of `SAMPLE` pairs, the chunk's first
     // pair sampled: no index test per entry.
-    let (mut rising, mut climb, mut low, mut high) = (0, 0u64, usize::MAX, 0);
+    let mut rising = 0;
+    let (mut climb, mut low, mut high) = (0u64, usize::MAX, 0);
+    // The sampled pair `x`, `y` (`TREND` entries on).
+    let mut sample = |x: &Slot, y: &Slot| {
+        climb += (y.addr.saturating_sub(x.addr) / MIN_CAPACITY).min(STEP_MAX) as u64;
+        (low, high) = (low.min(x.addr), high.max(x.addr));
+    };
     let pairs = s.len().saturating_sub(TREND);
     let (xs, ys) = (&s[..pairs], s.get(TREND..).unwrap_or_default());
     let mut xc = xs.chunks_exact(SAMPLE);
@@ -189,14 +195,12 @@ fn survey(s: &[Slot]) -> Survey {
             r += usize::from(x[k].addr < y[k].addr);
         }
         rising += r;
-        climb += (y[0].addr.saturating_sub(x[0].addr) / MIN_CAPACITY).min(STEP_MAX) as u64;
-        (low, high) = (low.min(x[0].addr), high.max(x[0].addr));
+        sample(&x[0], &y[0]);
     }
     for (k, (x, y)) in xc.remainder().iter().zip(yc.remainder()).enumerate() {
         rising += usize::from(x.addr < y.addr);
         if k == 0 {
-            climb += (y.addr.saturating_sub(x.addr) / MIN_CAPACITY).min(STEP_MAX) as u64;
-            (low, high) = (low.min(x.addr), high.max(x.addr));
+            sample(x, y);
         }
     }
     Survey {
