@@ -346,6 +346,48 @@ impl World {
         }
     }
 
+    /// Allocates `size` bytes at `align` from the execution or the I/O
+    /// arena, checks the grant against the policy model (capacity, warm
+    /// or cold while the model is exact, alignment, length) and fills it
+    /// with a fresh byte; the buffer, and whether the model served it warm.
+    fn alloc_checked(&mut self, io: bool, size: usize, align: usize) -> (Owned, bool) {
+        let r = if io {
+            self.io.arena.allocate(size, align)
+        } else {
+            self.exec.arena.allocate(size, align)
+        };
+        let mut a = r.expect("a valid request is served");
+        let origin = self.origin(io);
+        let m = self.model(origin).unwrap();
+        let exact = m.exact();
+        let (held, warm) = m.alloc_any(size, align);
+        assert_eq!(a.capacity(), m.cap_of(held), "served capacity");
+        if exact {
+            // Otherwise the model no longer knows what is retained.
+            assert_eq!(a.served_warm(), warm, "warm or cold");
+        }
+        assert_eq!(a.as_ptr() as usize % align, 0, "alignment");
+        assert_eq!(a.len(), size);
+        let byte = self.next_byte();
+        fill(a.as_mut_ptr(), a.capacity(), byte);
+        let o = Owned {
+            a,
+            held,
+            origin,
+            byte,
+        };
+        (o, warm)
+    }
+
+    /// Checks that `o` still holds its byte, frees it, and tells the model.
+    fn free_checked(&mut self, o: Owned) {
+        assert!(holds(o.a.as_ptr(), o.a.capacity(), o.byte), "bytes changed");
+        drop(o.a);
+        if let Some(m) = self.model(o.origin) {
+            m.free_any(o.held);
+        }
+    }
+
     fn origin(&self, io: bool) -> Origin {
         Origin {
             io,
@@ -370,34 +412,11 @@ impl World {
             } => {
                 COUNTS.bump(ALLOC);
                 let (size, align) = (size_of(size), align_of(align_shift));
-                let r = if io {
-                    self.io.arena.allocate(size, align)
-                } else {
-                    self.exec.arena.allocate(size, align)
-                };
-                let mut a = r.expect("a valid request is served");
-                let origin = self.origin(io);
-                let m = self.model(origin).unwrap();
-                let exact = m.exact();
-                let (held, warm) = m.alloc_any(size, align);
-                assert_eq!(a.capacity(), m.cap_of(held), "served capacity");
-                if exact {
-                    // Otherwise the model no longer knows what is retained.
-                    assert_eq!(a.served_warm(), warm, "warm or cold");
-                }
-                assert_eq!(a.as_ptr() as usize % align, 0, "alignment");
-                assert_eq!(a.len(), size);
+                let (o, warm) = self.alloc_checked(io, size, align);
                 if warm {
                     COUNTS.bump(WARM_SERVED);
                 }
-                let byte = self.next_byte();
-                fill(a.as_mut_ptr(), a.capacity(), byte);
-                self.owned.push(Owned {
-                    a,
-                    held,
-                    origin,
-                    byte,
-                });
+                self.owned.push(o);
             }
             Op::AllocBad { io, which } => {
                 COUNTS.bump(ALLOC_BAD);
@@ -587,11 +606,7 @@ impl World {
                 }
                 COUNTS.bump(FREE);
                 let o = self.owned.swap_remove(idx as usize % self.owned.len());
-                assert!(holds(o.a.as_ptr(), o.a.capacity(), o.byte), "bytes changed");
-                drop(o.a);
-                if let Some(m) = self.model(o.origin) {
-                    m.free_any(o.held);
-                }
+                self.free_checked(o);
             }
             Op::RawFree { idx } => {
                 if self.raw.is_empty() {
@@ -772,26 +787,9 @@ impl World {
                 COUNTS.bump(STREAMS);
                 // 1 B to 2 KiB (the classes that spill), 64 to 2104 buffers.
                 let (n, len) = (64 + 8 * count as usize, 1 + (size >> 3) as usize % 2048);
-                let origin = self.origin(io);
-                let mut got = Vec::with_capacity(n);
-                for _ in 0..n {
-                    let r = if io {
-                        self.io.arena.allocate(len, 8)
-                    } else {
-                        self.exec.arena.allocate(len, 8)
-                    };
-                    let mut a = r.expect("a valid request is served");
-                    let m = self.model(origin).unwrap();
-                    let exact = m.exact();
-                    let (held, warm) = m.alloc_any(len, 8);
-                    assert_eq!(a.capacity(), m.cap_of(held), "served capacity");
-                    if exact {
-                        assert_eq!(a.served_warm(), warm, "warm or cold");
-                    }
-                    let byte = self.next_byte();
-                    fill(a.as_mut_ptr(), a.capacity(), byte);
-                    got.push(Some((a, held, byte)));
-                }
+                let mut got: Vec<Option<Owned>> = (0..n)
+                    .map(|_| Some(self.alloc_checked(io, len, 8).0))
+                    .collect();
                 COUNTS.add(STREAMED, n as u64);
                 // Freed as they came, in reverse, or shuffled.
                 let mut order: Vec<usize> = (0..n).collect();
@@ -809,12 +807,8 @@ impl World {
                     }
                 }
                 for i in order {
-                    let (a, held, byte) = got[i].take().unwrap();
-                    assert!(holds(a.as_ptr(), a.capacity(), byte), "bytes changed");
-                    drop(a);
-                    if let Some(m) = self.model(origin) {
-                        m.free_any(held);
-                    }
+                    let o = got[i].take().unwrap();
+                    self.free_checked(o);
                 }
             }
             Op::RunOnThread => {
