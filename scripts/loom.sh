@@ -12,7 +12,8 @@
 #                              remote (the remote-free stack: push, take,
 #                              take without the lock, close), remotes (one
 #                              stack per class: flags, put-back), stash (the
-#                              large-buffer stash: put, take, drain, close)
+#                              large-buffer stash: put, take, drain, close),
+#                              steal (a spill's guard and the per-class hint)
 # Built in its own target directory (target/loom) so that the cfg change
 # does not invalidate the normal build.
 set -euo pipefail

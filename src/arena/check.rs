@@ -129,7 +129,9 @@ impl ArenaState {
         }
         self.check_heap()?;
         self.check_depot()?;
-        let in_caches = self.cached_bytes.checked_sub(self.depot.bytes());
+        // What caches published: stolen buffers are in the depot and still
+        // in their caches' published bytes (`stolen_bytes`).
+        let in_caches = (self.cached_bytes + self.stolen_bytes).checked_sub(self.depot.bytes());
         if in_caches.is_none_or(|b| b > self.caches.len() * (CLASS_COUNT << 20)) {
             return Err(format!(
                 "cached bytes {} beyond any cache (depot {})",

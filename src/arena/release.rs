@@ -131,6 +131,13 @@ impl ArenaState {
                     <= self.config.retention_cap)
     }
 
+    /// Whether some cache has yet to settle buffers other threads took from
+    /// it (claimed offers, stolen spills): they keep the body alive.
+    #[inline]
+    pub(crate) fn unsettled(&self) -> bool {
+        self.claimed_buffers != 0 || self.stolen_buffers != 0
+    }
+
     /// Whether the arena retains more than its cap (the depot counted).
     #[inline]
     pub(crate) fn over_cap(&self) -> bool {
@@ -177,7 +184,7 @@ impl ArenaState {
     pub(crate) fn settle_depot_at_close(&mut self) {
         debug_assert!(self.orphaned, "the depot closes with the last handle");
         let n = self.depot.buffers();
-        if n == 0 || n != self.stats.live_buffers || self.claimed_buffers != 0 {
+        if n == 0 || n != self.stats.live_buffers || self.unsettled() {
             self.settle_depot();
             return;
         }

@@ -72,6 +72,10 @@ pub(crate) struct ArenaCore {
     /// whose bin of the class ran empty (`tcache/remotes.rs`): lines of
     /// their own, the ones the freeing threads write.
     pub(crate) remotes: tcache::remotes::Remotes,
+    /// Per small class, whether some thread cache's spill may hold its
+    /// buffers (`tcache/steal.rs`): set by the caches' threads, cleared by
+    /// a request that looks into the spills before it takes new memory.
+    pub(crate) spilled: CachePadded<tcache::steal::Spilled>,
     /// Live bytes less the bytes thread caches last published, stored at
     /// every unlock (beside the state the holder just wrote): a thread's
     /// cache reads it when it becomes the thread's current one, and from
@@ -608,7 +612,7 @@ impl ArenaCore {
             let r = f(&mut st, core);
             (
                 r,
-                st.orphaned && st.stats.live_buffers == 0 && st.claimed_buffers == 0,
+                st.orphaned && st.stats.live_buffers == 0 && !st.unsettled(),
             )
         };
         if dead {
@@ -1179,6 +1183,7 @@ impl CoreHandle {
                 heap_version: core::sync::atomic::AtomicU64::new(0),
                 state: CachePadded::new(SpinLock::new(ArenaState::new(config))),
                 remotes: tcache::remotes::Remotes::default(),
+                spilled: CachePadded::new(tcache::steal::Spilled::default()),
                 os: OsCounters::new(),
                 stash: tcache::Stash::new(tcache::STASH_CLASSES),
                 cache_threads: core::sync::atomic::AtomicUsize::new(0),

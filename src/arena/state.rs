@@ -171,6 +171,14 @@ pub(crate) struct ArenaState {
     /// counters, the arena's again. They keep the body alive.
     pub claimed_bytes: usize,
     pub claimed_buffers: usize,
+    /// Buffers (and their bytes) other threads took from caches' spills
+    /// into the depot (`tcache/steal.rs`) that those caches have not
+    /// settled yet: still in their held words, and in their published
+    /// bytes, which `cached_bytes` counts less these (so `cached_bytes`
+    /// plus these is the published bytes and the depot's). They keep the
+    /// body alive, as claimed buffers do.
+    pub stolen_bytes: usize,
+    pub stolen_buffers: usize,
     /// Frees counted by caches that are gone.
     pub absorbed_frees: u64,
     /// The highest peak of caches that are gone.
@@ -240,6 +248,8 @@ impl ArenaState {
             cache_flushed: 0,
             claimed_bytes: 0,
             claimed_buffers: 0,
+            stolen_bytes: 0,
+            stolen_buffers: 0,
             absorbed_frees: 0,
             peak_absorbed: 0,
             trim_epoch: 0,

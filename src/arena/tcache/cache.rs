@@ -10,6 +10,8 @@ use super::heap_slot::HeapSlot;
 use super::large::{Large, BUDGET_MAX, LARGE_CLASSES};
 use super::link::Link;
 use super::spill::Spill;
+use super::spill_path::settle_stolen;
+use super::steal::Guard;
 use super::{hints, SMALL_CLASSES};
 use crate::arena::metadata;
 use crate::arena::release::STAMP_SEQ_BITS;
@@ -47,6 +49,11 @@ pub(crate) struct Counters {
     /// and the free extent above it as the one retained extent they would
     /// be if the piece were parked.
     pub claim: Claim,
+    /// Buffers (and their bytes, as [`Held`]) other threads took from this
+    /// cache's spills (`steal.rs`) and this thread has not yet taken off
+    /// its held word: written only under the arena's lock, settled at the
+    /// cache's next locked frame ([`publish`]).
+    pub stolen: AtomicU64,
 }
 
 impl Counters {
@@ -131,9 +138,9 @@ pub(super) struct Own {
     /// Held bytes as last added to the arena's `cached_bytes`.
     pub(super) published: usize,
     pub(super) bins: [Bin; SMALL_CLASSES],
-    /// Per small class, what its full bin set aside (`spill.rs`): held,
-    /// like the bin's own buffers.
-    pub(super) spills: [Spill; SMALL_CLASSES],
+    /// Per small class, a bit set once its spill has room
+    /// ([`Cache::spills`]): the classes whose bins may spill.
+    pub(super) spill_rooms: u64,
     /// The large classes' slots (`large.rs`).
     pub(super) large: [Large; LARGE_CLASSES],
     /// Bytes held in `large`'s classes up to `BUDGET_MAX`.
@@ -228,6 +235,13 @@ pub(crate) struct Cache {
     pub(crate) counters: Counters,
     pub(super) view: View,
     pub(super) own: UnsafeCell<Own>,
+    /// Held by whoever touches `spills` without the arena's lock: the
+    /// cache's thread, or another thread taking them (`steal.rs`).
+    pub(super) spill_guard: Guard,
+    /// Per small class, what its full bin set aside (`spill.rs`): held,
+    /// like the bin's own buffers. Outside `own`: another thread may take
+    /// them, under the guard and the arena's lock ([`Cache::spills`]).
+    pub(super) spills: UnsafeCell<[Spill; SMALL_CLASSES]>,
 }
 
 // SAFETY: the arena reads a cache's atomics and link from other threads;
@@ -248,6 +262,20 @@ impl Cache {
         unsafe { &mut *self.own.get() }
     }
 
+    /// The spills.
+    ///
+    /// # Safety
+    /// No other borrow of them is alive, and the caller holds the cache's
+    /// [`spill_guard`](Cache::spill_guard), or is the cache's thread and
+    /// holds the arena's lock (a thief holds both), or has the cache to
+    /// itself (making or freeing it).
+    #[allow(clippy::mut_from_ref)]
+    #[inline(always)]
+    pub(super) unsafe fn spills(&self) -> &mut [Spill; SMALL_CLASSES] {
+        // SAFETY: the caller's contract.
+        unsafe { &mut *self.spills.get() }
+    }
+
     /// Stores the published bytes, after a slow path changed them under
     /// the lock (before it lets go).
     pub(super) fn store_published(&self, o: &Own) {
@@ -263,7 +291,7 @@ impl Cache {
         // SAFETY: the caller's contract.
         let mut b = unsafe { Box::from_raw(c.as_ptr()) };
         // The spills' room is the one thing a cache owns beside its memory.
-        for s in b.own.get_mut().spills.iter_mut() {
+        for s in b.spills.get_mut().iter_mut() {
             s.free_room();
         }
         drop(b);
@@ -271,11 +299,13 @@ impl Cache {
 }
 
 /// Publishes this cache's held bytes into the arena's total (under its
-/// lock), so the arena's peak tracking sees them as not live. The stored
+/// lock), so the arena's peak tracking sees them as not live, once what
+/// other threads took from its spills is off its held word. The stored
 /// copy follows at once: the arena's peak check under this lock reads it
 /// (`own_unpublished`), and a cold request served under a refill's lock
 /// (`small_path.rs`) checks the peak before the frame's closing store.
 pub(super) fn publish(st: &mut ArenaState, cache: &Cache, o: &mut Own) {
+    settle_stolen(st, cache);
     let held = cache.counters.held().bytes();
     st.cached_bytes = st.cached_bytes - o.published + held;
     o.published = held;

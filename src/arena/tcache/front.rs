@@ -286,7 +286,9 @@ pub(super) fn flush(
 ) {
     for c in 0..SMALL_CLASSES {
         // The spill's buffers are older than the bin's: first.
-        if o.spills[c].len() > 0 {
+        // SAFETY: this thread's cache (or one the arena owns), under the
+        // arena's lock; no other borrow of its spills is alive.
+        if unsafe { cache.spills()[c].len() } > 0 {
             give_back_spill(st, core, cache, o, c, trim);
         }
         if o.bins[c].len() > 0 {

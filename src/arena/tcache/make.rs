@@ -16,6 +16,7 @@ use super::large::LARGE_BYTES;
 use super::large::{Large, LARGE_CLASSES};
 use super::link::Link;
 use super::spill::Spill;
+use super::steal::{class_bit, Guard};
 use super::SMALL_CLASSES;
 use crate::arena::metadata;
 use crate::arena::shared::ArenaCore;
@@ -77,16 +78,23 @@ impl Cache {
                     bins.add(c).write(Bin::new(capacity(c)));
                 }
             }
-            let spills = addr_of_mut!((*o).spills).cast::<Spill>();
+            addr_of_mut!((*p).spill_guard).write(Guard::default());
+            let spills = UnsafeCell::raw_get(addr_of_mut!((*p).spills)).cast::<Spill>();
+            let mut rooms = 0u64;
             for c in 0..SMALL_CLASSES {
                 if spare.is_some() {
                     // A kept cache's spills are `Spill` values still, empty
                     // since its thread left: their room is kept.
-                    (*spills.add(c)).reset();
+                    let s = &mut *spills.add(c);
+                    s.reset();
+                    if s.has_room() {
+                        rooms |= class_bit(c);
+                    }
                 } else {
                     spills.add(c).write(Spill::EMPTY);
                 }
             }
+            addr_of_mut!((*o).spill_rooms).write(rooms);
             let large = addr_of_mut!((*o).large).cast::<Large>();
             for k in 0..LARGE_CLASSES {
                 large.add(k).write(Large::default());
@@ -113,12 +121,14 @@ fn all_fields_written(c: &Cache, o: &Own) {
         counters: _,
         view: _,
         own: _,
+        spill_guard: _,
+        spills: _,
     } = c;
     let Own {
         off_seen: _,
         published: _,
         bins: _,
-        spills: _,
+        spill_rooms: _,
         large: _,
         large_bytes: _,
         big_bytes: _,

@@ -17,7 +17,9 @@
 //!   refill) moves the whole bin: a thread streaming through a class
 //!   takes the lock once a bin. A class up to 2 KiB has a spill beside its
 //!   bin (`spill.rs`): the full bin's batches set aside, and taken back by
-//!   the empty bin, without the lock, while the streak fits.
+//!   the empty bin, without the lock, while the streak fits. Another
+//!   thread about to take new memory for the class takes a spill whole
+//!   first (`steal.rs`, `spill_path.rs`).
 //! - A buffer belongs to the arena, not to a thread: a buffer freed on
 //!   another thread goes into *that* thread's cache when it has a credit
 //!   for its class (it handed one out), else onto the arena's remote stack
@@ -85,10 +87,14 @@ pub(crate) mod remotes;
 mod small_path;
 pub(crate) mod spare;
 pub(crate) mod spill;
+mod spill_path;
 mod stash;
 mod stash_path;
 #[cfg(all(test, not(loom)))]
 mod stash_tests;
+pub(crate) mod steal;
+#[cfg(all(test, not(loom)))]
+mod steal_tests;
 mod streak;
 #[cfg(all(test, not(loom)))]
 mod tests;

@@ -6,6 +6,7 @@ use super::bin::{Bin, Move, Slot};
 use super::cache::{check_peak, locked, locked_refill, stamp, Cache, Held, Own};
 use super::depot::Pusher;
 use super::front::{fast_cache, ready_cache};
+use super::spill_path::{open_room, refill_from_spill, spill, steal_spills};
 use super::{collect, hints, remote};
 use crate::arena::blocks::NIL;
 use crate::arena::shared::ArenaCore;
@@ -143,16 +144,6 @@ fn note_given_back(
     }
 }
 
-/// Sets the `n` oldest buffers of full bin `c` aside in its spill, without
-/// the lock (`spill.rs`), when the spill is open and has room for them
-/// (its room is made when this thread first takes a new buffer of the
-/// class, in [`allocate_slow`]); `false` (and no change) otherwise. Counts
-/// stay: the spill's buffers are held like the bin's.
-fn spill(o: &mut Own, c: Class, n: usize) -> bool {
-    let (bin, spill) = (&mut o.bins[c], &mut o.spills[c]);
-    spill.takes(n) && bin.give_oldest(n, |s| spill.push_all(s))
-}
-
 /// Gives back everything class `c`'s spill holds: into the depot as it
 /// is when it admits it and has room, else each buffer into its class's
 /// free list (with `trim`, releasing their pages). As [`give_back`] does
@@ -166,16 +157,19 @@ pub(super) fn give_back_spill(
     trim: bool,
 ) {
     let cap = capacity(c);
-    let n = o.spills[c].len();
+    // SAFETY: this thread's cache, under the arena's lock (the caller's);
+    // no other borrow of its spills is alive.
+    let spill = unsafe { &mut cache.spills()[c] };
+    let n = spill.len();
     let by = cache as *const Cache as Pusher;
     let kept = !trim && st.depot.room(c) >= n && st.depot_admits(n * cap) && {
-        let sorted = o.spills[c].in_order();
-        o.spills[c].give_all(|s| st.depot.push_all(c, s, by, sorted))
+        let sorted = spill.in_order();
+        spill.give_all(|s| st.depot.push_all(c, s, by, sorted))
     };
     let mut freed = 0usize;
     if !kept {
         let mut run = InsertRun::default();
-        o.spills[c].drain(|s| {
+        spill.drain(|s| {
             freed += 1;
             settle_one(st, core, s, trim, &mut run);
         });
@@ -264,20 +258,7 @@ fn allocate_slow(core: &ArenaCore, c: Class, eff: usize, align: usize) -> Option
     } else {
         0
     };
-    o.spills[c].reopen();
-    if o.spills[c].len() > 0 && o.bins[c].len() == 0 {
-        // What the bin set aside, without the lock: already held.
-        let n = o.bins[c].move_batch(Move::Refill);
-        let (bin, spill) = (&mut o.bins[c], &mut o.spills[c]);
-        let sorted = spill.in_order();
-        spill.take_newest(n, |s| {
-            let pushed = bin.push_all(s);
-            debug_assert!(pushed, "an empty bin holds a batch");
-        });
-        if !sorted {
-            bin.sort_by_stamp();
-        }
-    }
+    refill_from_spill(cache, o, c);
     if let Some(s) = o.bins[c].pop() {
         if rest != 0 {
             locked_refill(core, cache, o, |st, _| remote::absorb(st, core, rest));
@@ -299,6 +280,14 @@ fn allocate_slow(core: &ArenaCore, c: Class, eff: usize, align: usize) -> Option
         if o.bins[c].len() != 0 {
             return (sorted, None);
         }
+        // Before new memory: what another thread's spill holds of the
+        // class (`steal.rs`), through the depot.
+        if steal_spills(st, core, cache, c) != 0 {
+            let sorted = refill(st, cache, o, c);
+            if o.bins[c].len() != 0 {
+                return (sorted, None);
+            }
+        }
         (sorted, core.serve_small_cold(st, c, eff, align))
     });
     // Runs in order, the newest run first: the newest goes on top. After
@@ -318,7 +307,7 @@ fn allocate_slow(core: &ArenaCore, c: Class, eff: usize, align: usize) -> Option
         // A new buffer of the class, so not a warm run: the spill's room is
         // made here, and no warm run allocates it (after the lock).
         let cap = o.bins[c].cap();
-        o.spills[c].open_room(cap);
+        open_room(cache, o, c, cap);
     }
     cold
 }
@@ -386,13 +375,16 @@ pub(crate) fn free_slow(core: &ArenaCore, c: Class, addr: usize) -> bool {
     };
     if !o.bins[c].push(slot) {
         let n = o.bins[c].move_batch(Move::Flush);
-        if !spill(o, c, n) {
+        if !spill(core, cache, o, c, n) {
             locked(core, cache, o, |st, o| {
                 // A streak that outgrew the spill goes to the depot whole,
                 // the spill's part first (`spill.rs`).
-                if o.spills[c].len() > 0 {
+                // SAFETY: this thread's cache, under the arena's lock; no
+                // other borrow of its spills is alive.
+                if unsafe { cache.spills()[c].len() } > 0 {
                     give_back_spill(st, core, cache, o, c, false);
-                    o.spills[c].close();
+                    // SAFETY: as above.
+                    unsafe { cache.spills()[c].close() };
                 }
                 give_back(st, core, cache, o, c, n, false)
             });

@@ -16,6 +16,10 @@
 //! the cache's held word (so `stats()` counts it retained, and a bin's
 //! move into or out of its spill changes no count), given back with the
 //! bin at the epoch, at the thread's exit and when the arena is orphaned.
+//! Unlike a bin, a spill can also be taken by another thread: a request
+//! about to take new memory for the class moves one into the depot
+//! (`steal.rs`), so that a task moving between a pool's workers finds the
+//! buffers it freed on the worker before.
 //!
 //! A streak that outgrows the spill goes to the arena's depot whole: the
 //! spill's buffers and the batch that found it full move into the depot in
@@ -132,7 +136,6 @@ impl Spill {
     }
 
     /// Whether its room is allocated.
-    #[cfg(test)]
     pub(crate) fn has_room(&self) -> bool {
         self.at.is_some()
     }

@@ -1,0 +1,181 @@
+//! A cache's spills on its thread's path (`spill.rs`): a full bin's batch
+//! set aside, an empty bin refilled from it, its room made; and another
+//! thread's request taking what the spills of its class hold before it
+//! takes new memory, and the cache settling that afterwards (`steal.rs`).
+
+use super::bin::Move;
+use super::cache::{Cache, Held, Own};
+use super::depot::Pusher;
+use super::spill::spill_limit;
+use super::steal::class_bit;
+use crate::arena::shared::ArenaCore;
+use crate::arena::state::ArenaState;
+use crate::size_class::{capacity, Class};
+use core::sync::atomic::Ordering::Relaxed;
+
+/// Sets the `n` oldest buffers of full bin `c` aside in its spill, without
+/// the lock, when the spill is open and has room for them (made when this
+/// thread first takes a new buffer of the class, [`open_room`]); `false`
+/// (and no change) otherwise, or when another thread is taking the spill
+/// right now. Counts stay: the spill's buffers are held like the bin's.
+#[inline]
+pub(super) fn spill(core: &ArenaCore, cache: &Cache, o: &mut Own, c: Class, n: usize) -> bool {
+    if o.spill_rooms & class_bit(c) == 0 || !cache.spill_guard.try_enter() {
+        return false;
+    }
+    // SAFETY: this thread holds the guard; no other borrow of the spills
+    // is alive.
+    let spill = unsafe { &mut cache.spills()[c] };
+    let was_empty = spill.len() == 0;
+    let done = spill.takes(n) && o.bins[c].give_oldest(n, |s| spill.push_all(s));
+    cache.spill_guard.leave();
+    if done && was_empty {
+        core.spilled.note(c);
+    }
+    done
+}
+
+/// Bin `c` ran dry: reopens its spill (`spill.rs`) and, while the bin is
+/// empty, refills it with a batch of the spill's newest, without the lock
+/// (nothing when another thread is taking the spill right now).
+#[inline]
+pub(super) fn refill_from_spill(cache: &Cache, o: &mut Own, c: Class) {
+    if o.spill_rooms & class_bit(c) == 0 || !cache.spill_guard.try_enter() {
+        return;
+    }
+    // SAFETY: this thread holds the guard; no other borrow of the spills
+    // is alive.
+    let spill = unsafe { &mut cache.spills()[c] };
+    spill.reopen();
+    if spill.len() > 0 && o.bins[c].len() == 0 {
+        // What the bin set aside: already held.
+        let n = o.bins[c].move_batch(Move::Refill);
+        let bin = &mut o.bins[c];
+        let sorted = spill.in_order();
+        spill.take_newest(n, |s| {
+            let pushed = bin.push_all(s);
+            debug_assert!(pushed, "an empty bin holds a batch");
+        });
+        if !sorted {
+            bin.sort_by_stamp();
+        }
+    }
+    cache.spill_guard.leave();
+}
+
+/// Makes the room of class `c`'s spill (capacity `cap`), after this thread
+/// took a new buffer of the class from the arena: a cold allocation, so
+/// never in a warm run. Nothing when the class does not spill, the system
+/// allocator has no room, or another thread is looking into the spills
+/// right now (the class's next cold allocation tries again).
+pub(super) fn open_room(cache: &Cache, o: &mut Own, c: Class, cap: usize) {
+    if o.spill_rooms & class_bit(c) != 0 || spill_limit(cap) == 0 || !cache.spill_guard.try_enter()
+    {
+        return;
+    }
+    // SAFETY: this thread holds the guard; no other borrow of the spills
+    // is alive.
+    if unsafe { cache.spills()[c].open_room(cap) } {
+        o.spill_rooms |= class_bit(c);
+    }
+    cache.spill_guard.leave();
+}
+
+/// Under the arena's lock, for `thief`'s request of class `c` that found
+/// neither the depot nor the free lists holding any: moves what another
+/// cache's spill of the class holds into the depot, for the refill that
+/// follows; returns how many buffers. Looks only when some spill of the
+/// class may hold buffers ([`Spilled`](super::steal::Spilled)), and takes
+/// one spill: the first it finds holding any.
+///
+/// The buffers stay in their cache's held word and published bytes until
+/// that cache's thread settles them at its next locked operation on the
+/// arena, its exit at the latest ([`settle_stolen`]); meanwhile
+/// `stolen_bytes` and `stolen_buffers` count them, `stats()` takes them
+/// off the caches' sum (they are the depot's now), and `cached_bytes` is
+/// left as it was: the buffers are cached either way.
+pub(super) fn steal_spills(
+    st: &mut ArenaState,
+    core: &ArenaCore,
+    thief: &Cache,
+    c: Class,
+) -> usize {
+    if st.caches.len() < 2 || !core.spilled.take_for_look(c) {
+        return 0;
+    }
+    let cap = capacity(c);
+    // Whether a spill of the class may still hold buffers after this look:
+    // one not looked into, not taken, or not reached.
+    let mut left_behind = false;
+    let mut got = 0;
+    for k in 0..st.caches.len() {
+        let p = st.caches[k];
+        // SAFETY: registered caches stay allocated until the arena frees
+        // them (`sweep_caches`, `leave_caches`), both under this lock.
+        let v = unsafe { p.as_ref() };
+        // Its own spill ran dry before this (`allocate_slow`); a left
+        // thread gave its spills back at its exit.
+        if core::ptr::eq(v, thief) || v.link.thread_left() {
+            continue;
+        }
+        if !v.spill_guard.try_enter() {
+            // Its thread is at its spills.
+            left_behind = true;
+            continue;
+        }
+        // SAFETY: this thread holds the cache's guard and the arena's
+        // lock, which its thread's locked changes of its spills take too;
+        // no other borrow of them is alive.
+        let spill = unsafe { &mut v.spills()[c] };
+        let n = spill.len();
+        if n > 0 && st.depot.room(c) >= n && st.depot_admits(n * cap) {
+            let sorted = spill.in_order();
+            let by = p.as_ptr() as Pusher;
+            got = spill.take_newest(n, |s| {
+                let pushed = st.depot.push_all(c, s, by, sorted);
+                debug_assert!(pushed, "the depot has room for every carved buffer");
+            });
+        } else if n > 0 {
+            left_behind = true;
+        }
+        v.spill_guard.leave();
+        if got != 0 {
+            note_stolen(st, v, cap, got);
+            // The caches after it were not reached.
+            left_behind |= k + 1 < st.caches.len();
+            break;
+        }
+    }
+    if left_behind {
+        core.spilled.restore(c);
+    }
+    got
+}
+
+/// `n` buffers of capacity `cap` went from cache `v`'s spill to the depot.
+fn note_stolen(st: &mut ArenaState, v: &Cache, cap: usize, n: usize) {
+    st.stolen_bytes += n * cap;
+    st.stolen_buffers += n;
+    // Only lock holders write it.
+    let s = &v.counters.stolen;
+    s.store(s.load(Relaxed) + Held::one(cap) * n as u64, Relaxed);
+}
+
+/// The cache's thread, under the arena's lock (before it publishes): what
+/// other threads took from its spills comes off its held word. Its
+/// published bytes still count those buffers and `cached_bytes` did not,
+/// so `cached_bytes` takes them back, and the publish that follows
+/// replaces the published bytes with the held ones.
+#[inline]
+pub(super) fn settle_stolen(st: &mut ArenaState, cache: &Cache) {
+    let s = cache.counters.stolen.load(Relaxed);
+    if s == 0 {
+        return;
+    }
+    cache.counters.sub_held(s);
+    let s = Held(s);
+    st.cached_bytes += s.bytes();
+    st.stolen_bytes -= s.bytes();
+    st.stolen_buffers -= s.buffers();
+    cache.counters.stolen.store(0, Relaxed);
+}
