@@ -11,7 +11,14 @@
 //!
 //! `cargo run --release --example threads_warm [THREADS] [RUNS] [MIX]`,
 //! MIX `mixed` (90 % from 64 B to 1 KiB, 9 % to 64 KiB, 1 % to 1 MiB, as
-//! `benches/threads.rs`) or `large` (64 KiB to 1 MiB only).
+//! `benches/threads.rs`), `large` (64 KiB to 1 MiB only) or `moving`.
+//!
+//! `moving`: a pool whose tasks move between its workers. There are as
+//! many tasks as threads, each streaming 3000 small buffers of its own
+//! 96-byte band of sizes (allocated, each written, then freed in
+//! order: a kernel's temporaries), and at each run every task moves on to
+//! the next worker, so the buffers a task needs were last freed on
+//! another thread.
 
 use allocator_api2::alloc::{Allocator, Layout};
 use std::ptr::NonNull;
@@ -39,6 +46,39 @@ fn sizes(seed: u64, large_only: bool) -> Vec<usize> {
             }
         })
         .collect()
+}
+
+/// Buffers a `moving` task streams per run.
+const STREAK: usize = 3000;
+
+/// The sizes task `task` streams in `moving` mode: its own band.
+fn band(task: usize) -> Vec<usize> {
+    let mut x = task as u64 * 7919 + 17;
+    (0..STREAK)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            32 + task * 96 + (x >> 11) as usize % 96
+        })
+        .collect()
+}
+
+/// One run of a `moving` task on `a`: every buffer allocated and written,
+/// then freed in order.
+fn stream(a: &ExecutionArena, sizes: &[usize]) {
+    let mut v = Vec::with_capacity(sizes.len());
+    for &size in sizes {
+        let l = Layout::from_size_align(size, 16).unwrap();
+        let p = Allocator::allocate(a, l).unwrap().cast::<u8>();
+        // SAFETY: `p` holds `size` bytes.
+        unsafe { p.as_ptr().write_volatile(1) };
+        v.push((p, l));
+    }
+    for (p, l) in v {
+        // SAFETY: allocated by `a` with layout `l`, freed once.
+        unsafe { a.deallocate(p, l) };
+    }
 }
 
 /// One run of one thread on `a`.
@@ -72,23 +112,30 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let threads: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(4);
     let runs: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(12);
-    let large_only = args.next().is_some_and(|m| m == "large");
+    let mix = args.next().unwrap_or_default();
+    let (large_only, moving) = (mix == "large", mix == "moving");
+    let bands: Arc<Vec<Vec<usize>>> = Arc::new((0..threads).map(band).collect());
     let arena = ExecutionArena::new();
     let bar = Arc::new(Barrier::new(threads + 1));
     let workers: Vec<_> = (0..threads)
         .map(|t| {
-            let (a, bar) = (arena.clone(), Arc::clone(&bar));
+            let (a, bar, bands) = (arena.clone(), Arc::clone(&bar), Arc::clone(&bands));
             std::thread::spawn(move || {
                 let s = sizes(t as u64 * 7919 + 1, large_only);
                 for r in 0..runs {
                     bar.wait();
-                    run(&a, &s, r);
+                    if moving {
+                        stream(&a, &bands[(t + r) % threads]);
+                    } else {
+                        run(&a, &s, r);
+                    }
                     bar.wait();
                 }
             })
         })
         .collect();
-    println!("{threads} threads, {runs} runs of {REQUESTS} requests each");
+    let each = if moving { STREAK } else { REQUESTS };
+    println!("{threads} threads, {runs} runs of {each} requests each");
     println!("| run | cold allocations | maps | held after (MiB) | live peak (MiB) |");
     println!("|---:|---:|---:|---:|---:|");
     let (mut cold, mut maps, mut later) = (0, 0, 0);
