@@ -378,10 +378,15 @@ pub(crate) fn free_slow(core: &ArenaCore, c: Class, addr: usize) -> bool {
         if !spill(core, cache, o, c, n) {
             locked(core, cache, o, |st, o| {
                 // A streak that outgrew the spill goes to the depot whole,
-                // the spill's part first (`spill.rs`).
+                // the spill's part first (`spill.rs`); not one whose spill
+                // has room (another thread held its guard a moment ago).
                 // SAFETY: this thread's cache, under the arena's lock; no
                 // other borrow of its spills is alive.
-                if unsafe { cache.spills()[c].len() } > 0 {
+                let outgrew = unsafe {
+                    let spill = &cache.spills()[c];
+                    spill.len() > 0 && !spill.takes(n)
+                };
+                if outgrew {
                     give_back_spill(st, core, cache, o, c, false);
                     // SAFETY: as above.
                     unsafe { cache.spills()[c].close() };

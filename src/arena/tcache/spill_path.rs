@@ -100,12 +100,15 @@ pub(super) fn steal_spills(
     thief: &Cache,
     c: Class,
 ) -> usize {
-    if st.caches.len() < 2 || !core.spilled.take_for_look(c) {
+    let cap = capacity(c);
+    // A depot at the retention cap takes no spill: no look (the hint stays).
+    if st.caches.len() < 2 || !st.depot_admits(cap) || !core.spilled.take_for_look(c) {
         return 0;
     }
-    let cap = capacity(c);
     // Whether a spill of the class may still hold buffers after this look:
-    // one not looked into, not taken, or not reached.
+    // one not looked into or not reached. (One the cap keeps out of the
+    // depot is left to its thread; the hint comes back with its next
+    // streak.)
     let mut left_behind = false;
     let mut got = 0;
     for k in 0..st.caches.len() {
@@ -135,8 +138,6 @@ pub(super) fn steal_spills(
                 let pushed = st.depot.push_all(c, s, by, sorted);
                 debug_assert!(pushed, "the depot has room for every carved buffer");
             });
-        } else if n > 0 {
-            left_behind = true;
         }
         v.spill_guard.leave();
         if got != 0 {
