@@ -54,6 +54,12 @@ pub(crate) struct Counters {
     /// its held word: written only under the arena's lock, settled at the
     /// cache's next locked frame ([`publish`]).
     pub stolen: AtomicU64,
+    /// The arena epoch this cache has honoured (`Cache::seen`), stored
+    /// under the lock when it honours one: a thief (`steal.rs`) leaves the
+    /// spills of a cache that has yet to honour the current epoch alone,
+    /// since its thread gives them back (released, after a trim) at its
+    /// next operation.
+    pub seen: AtomicU64,
 }
 
 impl Counters {

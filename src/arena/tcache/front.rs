@@ -255,6 +255,8 @@ fn find_ready_cache(core: &ArenaCore) -> Option<&Cache> {
             // Re-read under the lock: the epoch only moves under it.
             let due = epoch::due(cache.seen.get(), core.epoch.load(Relaxed), st.trim_epoch);
             flush(st, core, cache, o, usize::MAX, due.release);
+            // Its spills' thieves read it (under this lock).
+            cache.counters.seen.store(due.seen, Relaxed);
             due
         });
         if !due.caching {

@@ -117,8 +117,13 @@ pub(super) fn steal_spills(
         // them (`sweep_caches`, `leave_caches`), both under this lock.
         let v = unsafe { p.as_ref() };
         // Its own spill ran dry before this (`allocate_slow`); a left
-        // thread gave its spills back at its exit.
-        if core::ptr::eq(v, thief) || v.link.thread_left() {
+        // thread gave its spills back at its exit; one that has yet to
+        // honour the epoch gives them back at its next operation (with
+        // their pages, after a trim, which a theft would keep).
+        if core::ptr::eq(v, thief)
+            || v.link.thread_left()
+            || v.counters.seen.load(Relaxed) != core.epoch.load(Relaxed)
+        {
             continue;
         }
         if !v.spill_guard.try_enter() {

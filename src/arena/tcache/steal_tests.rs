@@ -108,6 +108,45 @@ fn an_arena_dropped_before_its_stolen_buffers_settle_is_freed_once() {
 }
 
 #[test]
+fn a_spill_whose_thread_owes_a_trim_is_released_not_taken() {
+    // A trim on the main thread: the other thread releases its spill at
+    // its next operation, so a request before that takes new memory
+    // rather than keep those pages.
+    let a = arena();
+    let step = Arc::new(Barrier::new(2));
+    let (a2, s2) = (a.clone(), Arc::clone(&step));
+    let t = std::thread::spawn(move || {
+        stream(&a2, STREAK, 32);
+        s2.wait(); // spilled here
+        s2.wait(); // trimmed and requested there
+        drop(a2.allocate(32, 8).unwrap());
+        s2.wait(); // honoured here
+    });
+    step.wait();
+    a.trim();
+    let cold = a.stats().cold_allocations;
+    let v: Vec<_> = (0..STREAK).map(|_| a.allocate(32, 8).unwrap()).collect();
+    assert_eq!(
+        a.stats().cold_allocations - cold,
+        STREAK as u64,
+        "nothing taken"
+    );
+    assert_eq!(unsettled(&a), 0);
+    step.wait();
+    step.wait();
+    let s = a.stats();
+    assert_eq!(
+        s.trimmed_bytes,
+        STREAK * 32,
+        "every spilled buffer released"
+    );
+    assert_eq!((s.live_buffers, s.retained_buffers), (STREAK, 1));
+    drop(v);
+    t.join().unwrap();
+    assert_eq!(a.check_invariants(), Ok(()));
+}
+
+#[test]
 fn tasks_moving_between_workers_run_warm_after_their_first_runs() {
     // Each of 4 workers streams one task's buffers a run, each task a class
     // of its own, and the tasks move on by one worker each run: the worker
