@@ -24,6 +24,22 @@ fn stream(a: &ExecutionArena, n: usize, size: usize) {
     drop(v);
 }
 
+/// A thread that streams [`STREAK`] buffers of 32 bytes through `a` (its
+/// spill keeps all but its bin's share), meets the caller at `step`, then
+/// runs `then` with its handle.
+fn spilled_thread(
+    a: &ExecutionArena,
+    step: &Arc<Barrier>,
+    then: impl FnOnce(ExecutionArena, &Barrier) + Send + 'static,
+) -> std::thread::JoinHandle<()> {
+    let (a2, s2) = (a.clone(), Arc::clone(step));
+    std::thread::spawn(move || {
+        stream(&a2, STREAK, 32);
+        s2.wait();
+        then(a2, &s2);
+    })
+}
+
 /// Buffers other threads took from caches that have not settled them.
 fn unsettled(a: &ExecutionArena) -> usize {
     a.core.lock().stolen_buffers
@@ -33,13 +49,9 @@ fn unsettled(a: &ExecutionArena) -> usize {
 fn a_request_takes_another_threads_spill_before_new_memory() {
     let a = arena();
     let step = Arc::new(Barrier::new(2));
-    let (a2, s2) = (a.clone(), Arc::clone(&step));
-    let t = std::thread::spawn(move || {
-        stream(&a2, STREAK, 32);
-        s2.wait(); // spilled here
+    let t = spilled_thread(&a, &step, |a2, s2| {
         s2.wait(); // taken there
-                   // Past its bin: its next locked operation settles.
-        stream(&a2, 2 * BIN_SLOTS, 32);
+        stream(&a2, 2 * BIN_SLOTS, 32); // past its bin: a locked operation
         s2.wait(); // settled here
         s2.wait(); // counted there
     });
@@ -88,11 +100,8 @@ fn an_arena_dropped_before_its_stolen_buffers_settle_is_freed_once() {
     let a = arena();
     let id = a.core.id;
     let step = Arc::new(Barrier::new(2));
-    let (a2, s2) = (a.clone(), Arc::clone(&step));
-    let t = std::thread::spawn(move || {
-        stream(&a2, STREAK, 32);
+    let t = spilled_thread(&a, &step, |a2, s2| {
         drop(a2);
-        s2.wait(); // spilled here
         s2.wait(); // taken and dropped there
     });
     step.wait();
@@ -114,10 +123,7 @@ fn a_spill_whose_thread_owes_a_trim_is_released_not_taken() {
     // rather than keep those pages.
     let a = arena();
     let step = Arc::new(Barrier::new(2));
-    let (a2, s2) = (a.clone(), Arc::clone(&step));
-    let t = std::thread::spawn(move || {
-        stream(&a2, STREAK, 32);
-        s2.wait(); // spilled here
+    let t = spilled_thread(&a, &step, |a2, s2| {
         s2.wait(); // trimmed and requested there
         drop(a2.allocate(32, 8).unwrap());
         s2.wait(); // honoured here
