@@ -131,11 +131,15 @@ impl ArenaState {
         self.check_depot()?;
         // What caches published: stolen buffers are in the depot and still
         // in their caches' published bytes (`stolen_bytes`).
-        let in_caches = (self.cached_bytes + self.stolen_bytes).checked_sub(self.depot.bytes());
+        let in_caches = self
+            .cached_bytes
+            .get()
+            .wrapping_add(self.stolen_bytes)
+            .checked_sub(self.depot.bytes());
         if in_caches.is_none_or(|b| b > self.caches.len() * (CLASS_COUNT << 20)) {
             return Err(format!(
                 "cached bytes {} beyond any cache (depot {})",
-                self.cached_bytes,
+                self.cached_bytes.get(),
                 self.depot.bytes()
             ));
         }

@@ -1113,7 +1113,7 @@ impl Drop for StateGuard<'_> {
         let st: &ArenaState = &self.g;
         // Modular: published bytes a cache's thread took out since and
         // freed elsewhere may exceed the live bytes for a while.
-        let live = st.stats.live_bytes.wrapping_sub(st.cached_bytes);
+        let live = st.stats.live_bytes.wrapping_sub(st.cached_bytes.get());
         self.core.live_mirror.store(live, Relaxed);
         self.core.clock_mirror.store(st.clock, Relaxed);
         self.core.heap_version.store(st.heap.version, Relaxed);
@@ -1287,7 +1287,7 @@ impl Drop for CoreHandle {
                 st.settle_depot_at_close();
                 let e = core.epoch.load(Relaxed);
                 core.epoch.store(tcache::epoch::orphaned(e), Relaxed);
-                if st.cached_bytes > 0 || !st.caches.is_empty() {
+                if st.cached_bytes.get() != 0 || !st.caches.is_empty() {
                     // Other threads' caches may hold its buffers.
                     tcache::note_orphaned();
                 }

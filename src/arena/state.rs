@@ -77,6 +77,42 @@ pub(crate) struct RunRegion {
     pub carved: usize,
 }
 
+/// The arena's `cached_bytes`: the caches' published bytes and the
+/// depot's, less the stolen bytes their caches have not settled.
+///
+/// Modular (additions and subtractions wrap): a cache publishes what it
+/// holds only at its locked operations, so the buffers it set aside in
+/// its spill since may be missing from its published bytes, and when
+/// another thread takes them the total goes below the true sum of what
+/// its parts publish until that cache settles (`tcache/spill_path.rs`).
+/// Its readers compute with it modulo the word (the live bytes less it,
+/// for the peak), where such a dip cancels against the cache's own held
+/// bytes.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CachedBytes(usize);
+
+impl CachedBytes {
+    /// The value, modulo the word.
+    #[inline(always)]
+    pub(crate) fn get(self) -> usize {
+        self.0
+    }
+}
+
+impl core::ops::AddAssign<usize> for CachedBytes {
+    #[inline(always)]
+    fn add_assign(&mut self, b: usize) {
+        self.0 = self.0.wrapping_add(b);
+    }
+}
+
+impl core::ops::SubAssign<usize> for CachedBytes {
+    #[inline(always)]
+    fn sub_assign(&mut self, b: usize) {
+        self.0 = self.0.wrapping_sub(b);
+    }
+}
+
 /// What an allocation hands back to the layer above.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Grant {
@@ -158,8 +194,11 @@ pub(crate) struct ArenaState {
     /// Left caches' memory kept for the next thread (`tcache/spare.rs`).
     pub spares: Spares,
     /// Bytes of buffers in thread caches, as the caches last published
-    /// them: the arena counts them live, its peak does not.
-    pub cached_bytes: usize,
+    /// them, and in the depot: the arena counts them live, its peak does
+    /// not. Less what other threads took from caches' spills and those
+    /// caches have not settled (`stolen_bytes`), so modular: see
+    /// [`CachedBytes`].
+    pub cached_bytes: CachedBytes,
     /// Small buffers the caches gave back, kept for their next refills
     /// (`tcache/depot.rs`): live to their records, in `cached_bytes`.
     pub depot: Depot,
@@ -243,7 +282,7 @@ impl ArenaState {
             pattern: None,
             caches: CacheList::default(),
             spares: Spares::default(),
-            cached_bytes: 0,
+            cached_bytes: CachedBytes::default(),
             depot: Depot::default(),
             cache_flushed: 0,
             claimed_bytes: 0,
@@ -321,7 +360,7 @@ impl ArenaState {
     fn note_peak(&mut self) {
         let (published, held) = super::tcache::own_unpublished(self.owner.0.cast_const().cast());
         let live = (self.stats.live_bytes as isize)
-            .wrapping_sub(self.cached_bytes as isize)
+            .wrapping_sub(self.cached_bytes.get() as isize)
             .wrapping_add(published as isize)
             .wrapping_sub(held as isize);
         if live > 0 && live as usize > self.stats.peak_live_bytes {

@@ -241,13 +241,16 @@ pub(crate) struct Cache {
     pub(crate) counters: Counters,
     pub(super) view: View,
     pub(super) own: UnsafeCell<Own>,
-    /// Held by whoever touches `spills` without the arena's lock: the
-    /// cache's thread, or another thread taking them (`steal.rs`).
-    pub(super) spill_guard: Guard,
+    /// Per small class, held by whoever touches its spill without the
+    /// arena's lock: the cache's thread, or another thread taking it
+    /// (`steal.rs`). One a class, so that a thread at its spill of one
+    /// class never keeps a thief from another.
+    pub(super) spill_guards: [Guard; SMALL_CLASSES],
     /// Per small class, what its full bin set aside (`spill.rs`): held,
     /// like the bin's own buffers. Outside `own`: another thread may take
-    /// them, under the guard and the arena's lock ([`Cache::spills`]).
-    pub(super) spills: UnsafeCell<[Spill; SMALL_CLASSES]>,
+    /// them, under the class's guard and the arena's lock
+    /// ([`Cache::spill`]).
+    pub(super) spills: [UnsafeCell<Spill>; SMALL_CLASSES],
 }
 
 // SAFETY: the arena reads a cache's atomics and link from other threads;
@@ -268,18 +271,18 @@ impl Cache {
         unsafe { &mut *self.own.get() }
     }
 
-    /// The spills.
+    /// Class `c`'s spill.
     ///
     /// # Safety
-    /// No other borrow of them is alive, and the caller holds the cache's
-    /// [`spill_guard`](Cache::spill_guard), or is the cache's thread and
-    /// holds the arena's lock (a thief holds both), or has the cache to
-    /// itself (making or freeing it).
+    /// No other borrow of it is alive, and the caller holds the class's
+    /// [guard](Cache::spill_guards), or is the cache's thread and holds
+    /// the arena's lock (a thief holds both), or has the cache to itself
+    /// (making or freeing it).
     #[allow(clippy::mut_from_ref)]
     #[inline(always)]
-    pub(super) unsafe fn spills(&self) -> &mut [Spill; SMALL_CLASSES] {
-        // SAFETY: the caller's contract.
-        unsafe { &mut *self.spills.get() }
+    pub(super) unsafe fn spill(&self, c: usize) -> &mut Spill {
+        // SAFETY: the caller's contract (`c` is a small class: in bounds).
+        unsafe { &mut *self.spills[c].get() }
     }
 
     /// Stores the published bytes, after a slow path changed them under
@@ -297,8 +300,8 @@ impl Cache {
         // SAFETY: the caller's contract.
         let mut b = unsafe { Box::from_raw(c.as_ptr()) };
         // The spills' room is the one thing a cache owns beside its memory.
-        for s in b.spills.get_mut().iter_mut() {
-            s.free_room();
+        for s in b.spills.iter_mut() {
+            s.get_mut().free_room();
         }
         drop(b);
     }
@@ -313,7 +316,8 @@ impl Cache {
 pub(super) fn publish(st: &mut ArenaState, cache: &Cache, o: &mut Own) {
     settle_stolen(st, cache);
     let held = cache.counters.held().bytes();
-    st.cached_bytes = st.cached_bytes - o.published + held;
+    st.cached_bytes -= o.published;
+    st.cached_bytes += held;
     o.published = held;
     cache.store_published(o);
 }

@@ -290,7 +290,7 @@ pub(super) fn flush(
         // The spill's buffers are older than the bin's: first.
         // SAFETY: this thread's cache (or one the arena owns), under the
         // arena's lock; no other borrow of its spills is alive.
-        if unsafe { cache.spills()[c].len() } > 0 {
+        if unsafe { cache.spill(c).len() } > 0 {
             give_back_spill(st, core, cache, o, c, trim);
         }
         if o.bins[c].len() > 0 {

@@ -78,8 +78,12 @@ impl Cache {
                     bins.add(c).write(Bin::new(capacity(c)));
                 }
             }
-            addr_of_mut!((*p).spill_guard).write(Guard::default());
-            let spills = UnsafeCell::raw_get(addr_of_mut!((*p).spills)).cast::<Spill>();
+            let guards = addr_of_mut!((*p).spill_guards).cast::<Guard>();
+            for c in 0..SMALL_CLASSES {
+                guards.add(c).write(Guard::default());
+            }
+            // `UnsafeCell<Spill>` has `Spill`'s layout.
+            let spills = addr_of_mut!((*p).spills).cast::<Spill>();
             let mut rooms = 0u64;
             for c in 0..SMALL_CLASSES {
                 if spare.is_some() {
@@ -121,7 +125,7 @@ fn all_fields_written(c: &Cache, o: &Own) {
         counters: _,
         view: _,
         own: _,
-        spill_guard: _,
+        spill_guards: _,
         spills: _,
     } = c;
     let Own {

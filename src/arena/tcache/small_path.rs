@@ -159,7 +159,7 @@ pub(super) fn give_back_spill(
     let cap = capacity(c);
     // SAFETY: this thread's cache, under the arena's lock (the caller's);
     // no other borrow of its spills is alive.
-    let spill = unsafe { &mut cache.spills()[c] };
+    let spill = unsafe { cache.spill(c) };
     let n = spill.len();
     let by = cache as *const Cache as Pusher;
     let kept = !trim && st.depot.room(c) >= n && st.depot_admits(n * cap) && {
@@ -383,13 +383,13 @@ pub(crate) fn free_slow(core: &ArenaCore, c: Class, addr: usize) -> bool {
                 // SAFETY: this thread's cache, under the arena's lock; no
                 // other borrow of its spills is alive.
                 let outgrew = unsafe {
-                    let spill = &cache.spills()[c];
+                    let spill = cache.spill(c);
                     spill.len() > 0 && !spill.takes(n)
                 };
                 if outgrew {
                     give_back_spill(st, core, cache, o, c, false);
                     // SAFETY: as above.
-                    unsafe { cache.spills()[c].close() };
+                    unsafe { cache.spill(c).close() };
                 }
                 give_back(st, core, cache, o, c, n, false)
             });

@@ -20,15 +20,15 @@ use core::sync::atomic::Ordering::Relaxed;
 /// right now. Counts stay: the spill's buffers are held like the bin's.
 #[inline]
 pub(super) fn spill(core: &ArenaCore, cache: &Cache, o: &mut Own, c: Class, n: usize) -> bool {
-    if o.spill_rooms & class_bit(c) == 0 || !cache.spill_guard.try_enter() {
+    if o.spill_rooms & class_bit(c) == 0 || !cache.spill_guards[c].try_enter() {
         return false;
     }
-    // SAFETY: this thread holds the guard; no other borrow of the spills
-    // is alive.
-    let spill = unsafe { &mut cache.spills()[c] };
+    // SAFETY: this thread holds the class's guard; no other borrow of its
+    // spill is alive.
+    let spill = unsafe { cache.spill(c) };
     let was_empty = spill.len() == 0;
     let done = spill.takes(n) && o.bins[c].give_oldest(n, |s| spill.push_all(s));
-    cache.spill_guard.leave();
+    cache.spill_guards[c].leave();
     if done && was_empty {
         core.spilled.note(c);
     }
@@ -40,12 +40,12 @@ pub(super) fn spill(core: &ArenaCore, cache: &Cache, o: &mut Own, c: Class, n: u
 /// (nothing when another thread is taking the spill right now).
 #[inline]
 pub(super) fn refill_from_spill(cache: &Cache, o: &mut Own, c: Class) {
-    if o.spill_rooms & class_bit(c) == 0 || !cache.spill_guard.try_enter() {
+    if o.spill_rooms & class_bit(c) == 0 || !cache.spill_guards[c].try_enter() {
         return;
     }
-    // SAFETY: this thread holds the guard; no other borrow of the spills
-    // is alive.
-    let spill = unsafe { &mut cache.spills()[c] };
+    // SAFETY: this thread holds the class's guard; no other borrow of its
+    // spill is alive.
+    let spill = unsafe { cache.spill(c) };
     spill.reopen();
     if spill.len() > 0 && o.bins[c].len() == 0 {
         // What the bin set aside: already held.
@@ -60,7 +60,7 @@ pub(super) fn refill_from_spill(cache: &Cache, o: &mut Own, c: Class) {
             bin.sort_by_stamp();
         }
     }
-    cache.spill_guard.leave();
+    cache.spill_guards[c].leave();
 }
 
 /// Makes the room of class `c`'s spill (capacity `cap`), after this thread
@@ -69,16 +69,18 @@ pub(super) fn refill_from_spill(cache: &Cache, o: &mut Own, c: Class) {
 /// allocator has no room, or another thread is looking into the spills
 /// right now (the class's next cold allocation tries again).
 pub(super) fn open_room(cache: &Cache, o: &mut Own, c: Class, cap: usize) {
-    if o.spill_rooms & class_bit(c) != 0 || spill_limit(cap) == 0 || !cache.spill_guard.try_enter()
+    if o.spill_rooms & class_bit(c) != 0
+        || spill_limit(cap) == 0
+        || !cache.spill_guards[c].try_enter()
     {
         return;
     }
-    // SAFETY: this thread holds the guard; no other borrow of the spills
-    // is alive.
-    if unsafe { cache.spills()[c].open_room(cap) } {
+    // SAFETY: this thread holds the class's guard; no other borrow of its
+    // spill is alive.
+    if unsafe { cache.spill(c).open_room(cap) } {
         o.spill_rooms |= class_bit(c);
     }
-    cache.spill_guard.leave();
+    cache.spill_guards[c].leave();
 }
 
 /// Under the arena's lock, for `thief`'s request of class `c` that found
@@ -126,15 +128,15 @@ pub(super) fn steal_spills(
         {
             continue;
         }
-        if !v.spill_guard.try_enter() {
+        if !v.spill_guards[c].try_enter() {
             // Its thread is at its spills.
             left_behind = true;
             continue;
         }
-        // SAFETY: this thread holds the cache's guard and the arena's
+        // SAFETY: this thread holds the class's guard and the arena's
         // lock, which its thread's locked changes of its spills take too;
-        // no other borrow of them is alive.
-        let spill = unsafe { &mut v.spills()[c] };
+        // no other borrow of the spill is alive.
+        let spill = unsafe { v.spill(c) };
         let n = spill.len();
         if n > 0 && st.depot.room(c) >= n && st.depot_admits(n * cap) {
             let sorted = spill.in_order();
@@ -144,7 +146,7 @@ pub(super) fn steal_spills(
                 debug_assert!(pushed, "the depot has room for every carved buffer");
             });
         }
-        v.spill_guard.leave();
+        v.spill_guards[c].leave();
         if got != 0 {
             note_stolen(st, v, cap, got);
             // The caches after it were not reached.

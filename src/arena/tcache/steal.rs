@@ -14,9 +14,13 @@
 //! lock, and moves what one holds into the depot, where its refill finds
 //! it.
 //!
-//! The guard: one flag per cache. The cache's thread holds it while it
-//! pushes to or takes from its spills without the arena's lock; a thief
-//! holds it, under the arena's lock, while it takes one spill's buffers.
+//! The guard: one flag per cache and class. The cache's thread holds it
+//! while it pushes to or takes from its spill of the class without the
+//! arena's lock; a thief holds it, under the arena's lock, while it takes
+//! the spill's buffers. (One flag per cache made a thread at its spill of
+//! one class, or preempted there, keep every thief out of all the others:
+//! four workers on two loaded cores then took new memory for a whole
+//! task's streak now and then.)
 //! Each side only tries: a thread that finds its flag held by a thief
 //! leaves its spill alone for that operation (its batch goes through the
 //! lock, as when the spill is full), and a thief that finds it held by the
@@ -44,7 +48,7 @@ use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 #[cfg(not(loom))]
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-/// A cache's spill guard.
+/// The guard of one cache's spill of one class.
 #[derive(Debug, Default)]
 pub(crate) struct Guard(AtomicBool);
 

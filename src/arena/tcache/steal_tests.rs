@@ -92,7 +92,11 @@ fn a_request_takes_another_threads_spill_before_new_memory() {
     t.join().unwrap();
     assert_eq!(a.check_invariants(), Ok(()));
     let st = a.core.lock();
-    assert_eq!(st.cached_bytes, st.depot.bytes(), "every cache gave back");
+    assert_eq!(
+        st.cached_bytes.get(),
+        st.depot.bytes(),
+        "every cache gave back"
+    );
 }
 
 #[test]
@@ -100,8 +104,13 @@ fn an_arena_dropped_before_its_stolen_buffers_settle_is_freed_once() {
     let a = arena();
     let id = a.core.id;
     let step = Arc::new(Barrier::new(2));
-    let t = spilled_thread(&a, &step, |a2, s2| {
+    let (a2, s2) = (a.clone(), Arc::clone(&step));
+    let t = std::thread::spawn(move || {
+        stream(&a2, STREAK, 32);
+        // Before the main thread's drop, so that the main thread's is the
+        // last handle and flushes its own cache.
         drop(a2);
+        s2.wait(); // spilled and dropped here
         s2.wait(); // taken and dropped there
     });
     step.wait();

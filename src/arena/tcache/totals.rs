@@ -50,7 +50,8 @@ impl ArenaState {
                 debug_assert_eq!(stolen.0, 0, "a left cache settled its stolen buffers");
                 self.stolen_bytes -= stolen.bytes();
                 self.stolen_buffers -= stolen.buffers();
-                self.cached_bytes = self.cached_bytes + stolen.bytes() - published;
+                self.cached_bytes += stolen.bytes();
+                self.cached_bytes -= published;
                 self.absorb_counts(&c.counters);
                 self.peak_absorbed = self.peak_absorbed.max(c.counters.peak.load(Relaxed));
                 self.caches.swap_remove(k);
