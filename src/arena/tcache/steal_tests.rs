@@ -15,8 +15,9 @@ fn arena() -> ExecutionArena {
 }
 
 /// Buffers a streaming thread allocates and then frees: 2000 of 32 bytes
-/// fit the 32-byte class's spill (4096), less the bin's share.
-const STREAK: usize = 2000;
+/// (160 under Miri) fit the 32-byte class's spill (4096), less the bin's
+/// share, and pass the bin (64).
+const STREAK: usize = if cfg!(miri) { 160 } else { 2000 };
 
 /// `n` buffers of `size` bytes from `a`, all live, then freed in order.
 fn stream(a: &ExecutionArena, n: usize, size: usize) {
@@ -163,15 +164,16 @@ fn a_spill_whose_thread_owes_a_trim_is_released_not_taken() {
 
 #[test]
 fn tasks_moving_between_workers_run_warm_after_their_first_runs() {
-    // Each of 4 workers streams one task's buffers a run, each task a class
+    // Each of 4 workers (2 under Miri) streams one task's buffers a run,
+    // each task a class
     // of its own, and the tasks move on by one worker each run: the worker
     // that now runs a task finds its buffers in the spill of the worker
     // that ran it last. Before the spills could be taken every later run
     // took new memory for nearly every buffer (the spill holds a task's
     // whole streak); now only what the other workers' bins keep (one bin
     // a class and worker at most).
-    const WORKERS: usize = 4;
-    const RUNS: usize = 5;
+    const WORKERS: usize = if cfg!(miri) { 2 } else { 4 };
+    const RUNS: usize = if cfg!(miri) { 3 } else { 5 };
     let a = arena();
     let step = Arc::new(Barrier::new(WORKERS + 1));
     let workers: Vec<_> = (0..WORKERS)
