@@ -18,8 +18,8 @@
 //!   takes the lock once a bin. A class up to 2 KiB has a spill beside its
 //!   bin (`spill.rs`): the full bin's batches set aside, and taken back by
 //!   the empty bin, without the lock, while the streak fits. Another
-//!   thread about to take new memory for the class takes a spill whole
-//!   first (`steal.rs`, `spill_path.rs`).
+//!   thread about to take new memory for the class takes a batch from
+//!   a spill first (`steal.rs`, `spill_path.rs`).
 //! - A buffer belongs to the arena, not to a thread: a buffer freed on
 //!   another thread goes into *that* thread's cache when it has a credit
 //!   for its class (it handed one out), else onto the arena's remote stack

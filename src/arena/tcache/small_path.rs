@@ -280,13 +280,11 @@ fn allocate_slow(core: &ArenaCore, c: Class, eff: usize, align: usize) -> Option
         if o.bins[c].len() != 0 {
             return (sorted, None);
         }
-        // Before new memory: what another thread's spill holds of the
-        // class (`steal.rs`), through the depot.
-        if steal_spills(st, core, cache, c) != 0 {
-            let sorted = refill(st, cache, o, c);
-            if o.bins[c].len() != 0 {
-                return (sorted, None);
-            }
+        // Before new memory: a batch of what another thread's spill holds
+        // of the class (`steal.rs`).
+        let (stolen, in_order) = steal_spills(st, core, cache, o, c);
+        if stolen != 0 {
+            return (in_order, None);
         }
         (sorted, core.serve_small_cold(st, c, eff, align))
     });

@@ -17,8 +17,8 @@
 //! move into or out of its spill changes no count), given back with the
 //! bin at the epoch, at the thread's exit and when the arena is orphaned.
 //! Unlike a bin, a spill can also be taken by another thread: a request
-//! about to take new memory for the class moves one into the depot
-//! (`steal.rs`), so that a task moving between a pool's workers finds the
+//! about to take new memory for the class takes a batch of it into its
+//! bin (`steal.rs`), so that a task moving between a pool's workers finds the
 //! buffers it freed on the worker before.
 //!
 //! A streak that outgrows the spill goes to the arena's depot whole: the

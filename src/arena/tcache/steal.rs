@@ -9,15 +9,15 @@
 //! holds the class's buffers in its spill, and took new memory: run after
 //! run, until every worker's spills held every task's share (stop 56,
 //! docs/threads.md: 4 workers went cold for 3 runs more and held 5.8 MiB
-//! where 3.0 did without spills). So a request about to take new memory for a small class first
-//! looks into the other threads' spills of the class, under the arena's
-//! lock, and moves what one holds into the depot, where its refill finds
-//! it.
+//! where 3.0 did without spills). So a request about to take new memory
+//! for a small class first looks into the other threads' spills of the
+//! class, under the arena's lock, and takes a batch of what one holds
+//! into its bin (`spill_path.rs`).
 //!
 //! The guard: one flag per cache and class. The cache's thread holds it
 //! while it pushes to or takes from its spill of the class without the
 //! arena's lock; a thief holds it, under the arena's lock, while it takes
-//! the spill's buffers. (One flag per cache made a thread at its spill of
+//! from the spill. (One flag per cache made a thread at its spill of
 //! one class, or preempted there, keep every thief out of all the others:
 //! four workers on two loaded cores then took new memory for a whole
 //! task's streak now and then.)
@@ -176,7 +176,8 @@ mod loom_tests {
         guard: Guard,
         spilled: Spilled,
         spill: UnsafeCell<Spill>,
-        /// The arena's lock and its depot: buffers taken from the spill.
+        /// The arena's lock, and the buffers taken from the spill (by the
+        /// thief, or through the lock by the thread).
         depot: SpinLock<u32>,
     }
 
