@@ -1113,7 +1113,13 @@ impl Drop for StateGuard<'_> {
         let st: &ArenaState = &self.g;
         // Modular: published bytes a cache's thread took out since and
         // freed elsewhere may exceed the live bytes for a while.
-        let live = st.stats.live_bytes.wrapping_sub(st.cached_bytes.get());
+        // Claimed buffers: freed, and in `cached_bytes` until their caches
+        // settle (`ArenaState::note_peak`).
+        let live = st
+            .stats
+            .live_bytes
+            .wrapping_sub(st.cached_bytes.get())
+            .wrapping_add(st.claimed_bytes);
         self.core.live_mirror.store(live, Relaxed);
         self.core.clock_mirror.store(st.clock, Relaxed);
         self.core.heap_version.store(st.heap.version, Relaxed);

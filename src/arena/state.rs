@@ -359,8 +359,12 @@ impl ArenaState {
     #[inline(never)]
     fn note_peak(&mut self) {
         let (published, held) = super::tcache::own_unpublished(self.owner.0.cast_const().cast());
+        // Claimed buffers are freed (out of the live bytes) but still in
+        // their caches' published bytes, so in `cached_bytes`, until those
+        // caches settle: added back.
         let live = (self.stats.live_bytes as isize)
             .wrapping_sub(self.cached_bytes.get() as isize)
+            .wrapping_add(self.claimed_bytes as isize)
             .wrapping_add(published as isize)
             .wrapping_sub(held as isize);
         if live > 0 && live as usize > self.stats.peak_live_bytes {
