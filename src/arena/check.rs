@@ -129,8 +129,8 @@ impl ArenaState {
         }
         self.check_heap()?;
         self.check_depot()?;
-        // What caches published: stolen buffers are in the depot and still
-        // in their caches' published bytes (`stolen_bytes`).
+        // What caches published: stolen buffers are in their thieves'
+        // published bytes and still in the robbed caches' (`stolen_bytes`).
         let in_caches = self
             .cached_bytes
             .get()

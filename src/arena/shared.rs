@@ -76,8 +76,8 @@ pub(crate) struct ArenaCore {
     /// buffers (`tcache/steal.rs`): set by the caches' threads, cleared by
     /// a request that looks into the spills before it takes new memory.
     pub(crate) spilled: CachePadded<tcache::steal::Spilled>,
-    /// Live bytes less the bytes thread caches last published, stored at
-    /// every unlock (beside the state the holder just wrote): a thread's
+    /// Live bytes less the bytes thread caches last published
+    /// (`ArenaState::live_uncached`), stored at every unlock (beside the state the holder just wrote): a thread's
     /// cache reads it when it becomes the thread's current one, and from
     /// then on sees this thread's own unlocks (`tcache::note_unlock`).
     pub(crate) live_mirror: core::sync::atomic::AtomicUsize,
@@ -1113,13 +1113,7 @@ impl Drop for StateGuard<'_> {
         let st: &ArenaState = &self.g;
         // Modular: published bytes a cache's thread took out since and
         // freed elsewhere may exceed the live bytes for a while.
-        // Claimed buffers: freed, and in `cached_bytes` until their caches
-        // settle (`ArenaState::note_peak`).
-        let live = st
-            .stats
-            .live_bytes
-            .wrapping_sub(st.cached_bytes.get())
-            .wrapping_add(st.claimed_bytes);
+        let live = st.live_uncached();
         self.core.live_mirror.store(live, Relaxed);
         self.core.clock_mirror.store(st.clock, Relaxed);
         self.core.heap_version.store(st.heap.version, Relaxed);

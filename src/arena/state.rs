@@ -211,11 +211,11 @@ pub(crate) struct ArenaState {
     pub claimed_bytes: usize,
     pub claimed_buffers: usize,
     /// Buffers (and their bytes) other threads took from caches' spills
-    /// into the depot (`tcache/steal.rs`) that those caches have not
-    /// settled yet: still in their held words, and in their published
-    /// bytes, which `cached_bytes` counts less these (so `cached_bytes`
-    /// plus these is the published bytes and the depot's). They keep the
-    /// body alive, as claimed buffers do.
+    /// into their own bins (`tcache/steal.rs`) that the robbed caches have
+    /// not settled yet: still in those caches' held words and published
+    /// bytes as well as in the thieves', which `cached_bytes` counts less
+    /// these (so `cached_bytes` plus these is the published bytes and the
+    /// depot's). They keep the body alive, as claimed buffers do.
     pub stolen_bytes: usize,
     pub stolen_buffers: usize,
     /// Frees counted by caches that are gone.
@@ -359,17 +359,26 @@ impl ArenaState {
     #[inline(never)]
     fn note_peak(&mut self) {
         let (published, held) = super::tcache::own_unpublished(self.owner.0.cast_const().cast());
-        // Claimed buffers are freed (out of the live bytes) but still in
-        // their caches' published bytes, so in `cached_bytes`, until those
-        // caches settle: added back.
-        let live = (self.stats.live_bytes as isize)
-            .wrapping_sub(self.cached_bytes.get() as isize)
-            .wrapping_add(self.claimed_bytes as isize)
+        let live = (self.live_uncached() as isize)
             .wrapping_add(published as isize)
             .wrapping_sub(held as isize);
         if live > 0 && live as usize > self.stats.peak_live_bytes {
             self.stats.peak_live_bytes = live as usize;
         }
+    }
+
+    /// The live bytes less `cached_bytes`, modulo the word: what the peak
+    /// checks start from, the lock holder's ([`ArenaState::note_peak`])
+    /// and the caches' own (through the live mirror the lock's release
+    /// stores). Claimed buffers are freed (out of the live bytes) but
+    /// still in their caches' published bytes, so in `cached_bytes`,
+    /// until those caches settle: added back.
+    #[inline]
+    pub(crate) fn live_uncached(&self) -> usize {
+        self.stats
+            .live_bytes
+            .wrapping_sub(self.cached_bytes.get())
+            .wrapping_add(self.claimed_bytes)
     }
 
     /// A buffer counted in `cached_bytes` is live to its user again.

@@ -3,9 +3,9 @@
 //! thread's request taking what the spills of its class hold before it
 //! takes new memory, and the cache settling that afterwards (`steal.rs`).
 
-use super::bin::Move;
+use super::bin::{Bin, Move};
 use super::cache::{Cache, Held, Own};
-use super::spill::spill_limit;
+use super::spill::{spill_limit, Spill};
 use super::steal::class_bit;
 use crate::arena::shared::ArenaCore;
 use crate::arena::state::ArenaState;
@@ -48,18 +48,25 @@ pub(super) fn refill_from_spill(cache: &Cache, o: &mut Own, c: Class) {
     spill.reopen();
     if spill.len() > 0 && o.bins[c].len() == 0 {
         // What the bin set aside: already held.
-        let n = o.bins[c].move_batch(Move::Refill);
-        let bin = &mut o.bins[c];
-        let sorted = spill.in_order();
-        spill.take_newest(n, |s| {
-            let pushed = bin.push_all(s);
-            debug_assert!(pushed, "an empty bin holds a batch");
-        });
+        let (_, sorted) = batch_into(spill, &mut o.bins[c]);
         if !sorted {
-            bin.sort_by_stamp();
+            o.bins[c].sort_by_stamp();
         }
     }
     cache.spill_guards[c].leave();
+}
+
+/// Moves a refill's batch of `spill`'s newest entries into the empty
+/// `bin` (a streak pushed since its last take put in order first);
+/// returns how many, and whether they are in stamp order.
+fn batch_into(spill: &mut Spill, bin: &mut Bin) -> (usize, bool) {
+    let sorted = spill.in_order();
+    let n = bin.move_batch(Move::Refill);
+    let k = spill.take_newest(n, |s| {
+        let pushed = bin.push_all(s);
+        debug_assert!(pushed, "an empty bin holds a batch");
+    });
+    (k, sorted)
 }
 
 /// Makes the room of class `c`'s spill (capacity `cap`), after this thread
@@ -147,15 +154,8 @@ pub(super) fn steal_spills(
         // no other borrow of the spill is alive.
         let spill = unsafe { v.spill(c) };
         if spill.len() > 0 {
-            let sorted = spill.in_order();
-            let bin = &mut o.bins[c];
-            let n = bin.move_batch(Move::Refill);
-            let k = spill.take_newest(n, |s| {
-                let pushed = bin.push_all(s);
-                debug_assert!(pushed, "an empty bin holds a batch");
-            });
+            got = batch_into(spill, &mut o.bins[c]);
             left_behind |= spill.len() > 0;
-            got = (k, sorted);
         }
         v.spill_guards[c].leave();
         if got.0 != 0 {
@@ -183,11 +183,13 @@ fn note_stolen(st: &mut ArenaState, v: &Cache, cap: usize, n: usize) {
     s.store(s.load(Relaxed) + Held::one(cap) * n as u64, Relaxed);
 }
 
-/// The cache's thread, under the arena's lock (before it publishes): what
-/// other threads took from its spills comes off its held word. Its
-/// published bytes still count those buffers and `cached_bytes` did not,
-/// so `cached_bytes` takes them back, and the publish that follows
-/// replaces the published bytes with the held ones.
+/// The cache's thread, under the arena's lock (before it publishes), or
+/// the arena sweeping the cache after its thread left: what other threads
+/// took from its spills comes off its held word. Its published bytes
+/// still count those buffers, which their thieves' count too, and
+/// `cached_bytes` counted them once (as the published bytes less the
+/// stolen ones): it takes them back with the stolen count, and the
+/// publish (or the sweep) that follows takes off the published bytes.
 #[inline]
 pub(super) fn settle_stolen(st: &mut ArenaState, cache: &Cache) {
     let s = cache.counters.stolen.load(Relaxed);

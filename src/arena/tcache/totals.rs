@@ -2,7 +2,8 @@
 //! summed for `stats()`, departed caches swept, peaks reset, and every
 //! cache let go when the arena goes.
 
-use super::cache::{Cache, Counters, Held};
+use super::cache::{Cache, Counters};
+use super::spill_path::settle_stolen;
 use crate::arena::state::ArenaState;
 use core::sync::atomic::Ordering::Relaxed;
 
@@ -44,13 +45,13 @@ impl ArenaState {
             if c.link.thread_left() {
                 // SAFETY: the thread left (acquire): the arena owns the cache.
                 let published = unsafe { (*c.own.get()).published };
-                // Settled at its exit's flush; if not, here (its published
-                // bytes still count what was stolen, `cached_bytes` not).
-                let stolen = Held(c.counters.stolen.load(Relaxed));
-                debug_assert_eq!(stolen.0, 0, "a left cache settled its stolen buffers");
-                self.stolen_bytes -= stolen.bytes();
-                self.stolen_buffers -= stolen.buffers();
-                self.cached_bytes += stolen.bytes();
+                // Settled at its exit's flush; if not, here.
+                debug_assert_eq!(
+                    c.counters.stolen.load(Relaxed),
+                    0,
+                    "a left cache settled its stolen buffers"
+                );
+                settle_stolen(self, c);
                 self.cached_bytes -= published;
                 self.absorb_counts(&c.counters);
                 self.peak_absorbed = self.peak_absorbed.max(c.counters.peak.load(Relaxed));
@@ -96,7 +97,7 @@ impl ArenaState {
         // counters until those settle.
         t.held_bytes -= self.claimed_bytes;
         t.held_buffers -= self.claimed_buffers;
-        // So are stolen ones, counted in the depot already.
+        // So are stolen ones, counted in their thieves' held words too.
         t.held_bytes -= self.stolen_bytes;
         t.held_buffers -= self.stolen_buffers;
         t.flushed = self.cache_flushed;
