@@ -35,7 +35,7 @@ if [ $# -gt 0 ]; then
 fi
 # No arguments: every unit test, in two shards at once (Miri interprets on
 # one core; CI has two), balanced by their Miri times on a clean clone
-# (stop 34: the arena's tests but its thread caches 265 s; the thread
+# (the arena's tests but its thread caches 265 s; the thread
 # caches 204 s; everything outside the arena 126 s). Built once first;
 # each shard's output is printed whole when both have ended. Between them
 # the shards name every test: `arena::` less `arena::tcache`, then

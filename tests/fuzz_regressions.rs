@@ -50,7 +50,7 @@ fn ids_starting_with_a_hash_survive_a_write_and_read() {
     );
 }
 
-/// CI fuzz run of the `planner` target (stop 11): a node read, through a
+/// CI fuzz run of the `planner` target: a node read, through a
 /// view no node defines, a buffer the same node writes. Liveness took the
 /// read as the buffer's last use, so an in-place hint let another output of
 /// that node share the buffer while both were being written: the plan

@@ -605,7 +605,7 @@ fn minimalloc_challenging_instances() {
     ignore = "a few seconds in release builds, minutes in debug ones"
 )]
 fn minimalloc_challenging_instances_fit_their_capacity() {
-    // Issue 6's target: every one of A-K at height <= 1048576 (the capacity
+    // The target: every one of A-K at height <= 1048576 (the capacity
     // MiniMalloc solves them at) with 1 000 000 nodes, the `plan` command's
     // budget for one second. The ones whose bound is 1048576 are proven optimal.
     for name in ["A", "B", "C", "D", "E", "F", "G", "H", "I", "J", "K"] {
@@ -890,7 +890,7 @@ proptest! {
     }
 }
 
-/// The 62k analogue of issue 17's IOPDDL trace (S_1 tiled three times at
+/// The 62k analogue of the 62 185-buffer IOPDDL trace (S_1 tiled three times at
 /// half its span, perturbed, held-out seeds): the exact skyline alone
 /// (no search) lands within 0.05 % of the bound.
 #[test]

@@ -5,7 +5,7 @@
 //! several warm runs, at alignments 64 and 4096, every byte written; each
 //! warm run, the first included, must take no page fault and no system
 //! call, and the arena must leave no base pages for khugepaged to collapse
-//! under a later run (docs/warm-fidelity.md, stop 53).
+//! under a later run (docs/design/arena.md, "Split huge pages").
 //!
 //! The small traces (MiniMalloc, TVM) run in the normal suite; the large
 //! ones (SOMAS, IOPDDL G_1: gigabytes a run) are `#[ignore]`d and meant for
@@ -168,7 +168,7 @@ fn check_all(sets: &[Vec<Replay>]) -> Vec<String> {
             );
             // Split huge pages left in advised memory: khugepaged collapses
             // them some seconds later, a fault in whichever warm run it
-            // meets (docs/warm-fidelity.md, stop 53).
+            // meets (docs/design/arena.md, "Split huge pages").
             if c.faults.iter().any(|&f| f > 0)
                 || c.syscalls > 0
                 || c.collapsible.is_some_and(|b| b > 0)

@@ -3,9 +3,9 @@
 //! information past a known shift. One full-width multiply by an odd
 //! constant, after dropping those bits, with the product's two halves
 //! xored, spreads every key bit over both the low bits a table indexes by
-//! and the top bits hashbrown tags entries with. (Until stop 37 the low
-//! half alone: page-aligned addresses, the heap's and every large
-//! buffer's, then started their probes in 1/256 of the buckets or fewer.)
+//! and the top bits hashbrown tags entries with. (The low half alone is not
+//! enough: page-aligned addresses, the heap's and every large buffer's,
+//! would start their probes in 1/256 of the buckets or fewer.)
 
 use core::hash::Hasher;
 

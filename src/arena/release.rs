@@ -180,7 +180,7 @@ impl ArenaState {
     /// Why: an arena dropped after a run of many small buffers spent its
     /// drop sorting and inserting each into a free list it unmapped next
     /// (8 % of a fresh arena's first run of 100 000 small buffers, drop
-    /// included; docs/threads.md, stop 51).
+    /// included).
     pub(crate) fn settle_depot_at_close(&mut self) {
         debug_assert!(self.orphaned, "the depot closes with the last handle");
         let n = self.depot.buffers();
@@ -207,7 +207,7 @@ impl ArenaState {
     ///
     /// Why: a trim after eight threads streamed 80 000 buffers each spent
     /// most of its time, under the lock, settling the depot into free
-    /// lists it then emptied (docs/threads.md, stop 51).
+    /// lists it then emptied.
     fn evict_depot(&mut self, os: &OsCounters) -> usize {
         if self.depot.buffers() == 0 {
             return 0;

@@ -122,7 +122,8 @@ fn drop_counting(io: &IoArena, a: warmarena::Allocation) -> (u64, u64) {
 /// A segment block's eviction releases a range that is not on huge-page
 /// boundaries: the huge pages it splits are advised off, so khugepaged
 /// never collapses the neighbours' pages under a warm run; the segment's
-/// whole release advises them on again (docs/warm-fidelity.md, stop 53).
+/// whole release advises them on again (docs/design/arena.md, "Split huge
+/// pages").
 #[test]
 fn an_evicted_segment_block_leaves_khugepaged_nothing_to_collapse() {
     if !huge_pages_possible() {

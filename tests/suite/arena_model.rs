@@ -258,7 +258,7 @@ proptest! {
     }
 }
 
-/// Found by CI (stop 36): an epoch planned from a run whose growth in
+/// Found by CI: an epoch planned from a run whose growth in
 /// place failed grew in place in the next run, where the plan left room
 /// above the buffer, and took new pages there. While a plan is followed,
 /// growth and shrinking in place are refused, as in the run it came from.
