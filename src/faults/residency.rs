@@ -1,6 +1,6 @@
 //! What of an address range is resident, and how: on huge pages, or on
 //! base pages that khugepaged may collapse under the program (a page fault
-//! the allocator did not ask for; docs/warm-fidelity.md).
+//! the allocator did not ask for; docs/design/arena.md, "Huge pages").
 
 use core::ops::Range;
 

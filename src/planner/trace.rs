@@ -283,7 +283,7 @@ fn reserve(prepared: Duration, parse: Duration) -> Duration {
 }
 
 /// See [`reserve`]: the check's cost over the time sorts' was 1.3 to 3.4
-/// over the scaling series of docs/planner.md (train and held-out, two
+/// over the scaling series of docs/benchmarks.md (train and held-out, two
 /// runs each, load 4); rounded up.
 const CHECK_PER_PREPARED: u32 = 4;
 

@@ -69,7 +69,7 @@
 //!
 //! Private costs `sum(s_i)` and never waits. Shared costs `max(s_i)` per
 //! lane and one uncontended claim per execution (a mutex lock and unlock on
-//! claim, again on release; see `docs/scratch.md` for figures). Use shared
+//! claim, again on release; see `docs/benchmarks.md` for figures). Use shared
 //! when engines outnumber the lanes that run them, which is the many-layer
 //! case this module exists for.
 //!
