@@ -60,11 +60,13 @@
 //! assert_eq!((s.cold_allocations, s.warm_allocations), (1, 2));
 //! ```
 
+mod by_address;
 mod counting;
 mod default;
 mod scope;
 mod stats;
 
+pub use by_address::{is_arena_memory, lock_for_fork, usable_size, ForkLock};
 pub use counting::CountingSystem;
 pub use scope::ScopeGuard;
 
