@@ -88,7 +88,8 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
             }
         } else if kind.is_file() {
             let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
-            if CHECKED_EXTENSIONS.contains(&ext) || CHECKED_FILES.contains(&relative(&path).as_str())
+            if CHECKED_EXTENSIONS.contains(&ext)
+                || CHECKED_FILES.contains(&relative(&path).as_str())
             {
                 out.push(path);
             }
@@ -149,7 +150,10 @@ fn history_word_detection() {
     let issue = ["iss", "ue"].concat();
     assert_eq!(history_words(&format!("since {stop} 43 the")).len(), 1);
     assert_eq!(history_words(&format!("see {issue} #17.")).len(), 1);
-    assert_eq!(history_words(&format!("Measured at this\n{stop}:")).len(), 1);
+    assert_eq!(
+        history_words(&format!("Measured at this\n{stop}:")).len(),
+        1
+    );
     assert_eq!(history_words(&format!("{stop}s 40 and 41")).len(), 1);
     assert!(history_words(&format!("the {stop} callback, {issue}s 3x")).is_empty());
     assert!(history_words(&format!("a {stop}_flag 3, nonstop 4")).is_empty());
@@ -161,7 +165,11 @@ fn no_history_words_in_markdown_or_code() {
     let mut files = Vec::new();
     walk(&root(), &mut files);
     files.sort();
-    assert!(files.len() > 50, "the walk found only {} files", files.len());
+    assert!(
+        files.len() > 50,
+        "the walk found only {} files",
+        files.len()
+    );
     let mut problems = Vec::new();
     for path in &files {
         let rel = relative(path);
