@@ -48,6 +48,13 @@ pub struct ArenaConfig {
     /// sequence, the planner's time under the arena's lock. Off by default
     /// only under Miri. See `docs/warm-fidelity.md`.
     pub learn_placement: bool,
+    /// Serve the small classes (below 64 KiB) from per-thread heaps that
+    /// own whole runs (default: off while it is measured against the
+    /// thread caches): a local free goes back to its run's free list, a
+    /// free on another thread is one compare-exchange onto the run's
+    /// remote list, and empty runs go back to the arena. Ignored with
+    /// pattern mode. See `docs/threads.md`.
+    pub run_ownership: bool,
 }
 
 impl Default for ArenaConfig {
@@ -62,11 +69,26 @@ impl Default for ArenaConfig {
             // epoch's end made the heap tests too slow to run; the tests
             // of learned placement turn it on themselves.
             learn_placement: !cfg!(miri),
+            run_ownership: false,
         }
     }
 }
 
 impl ArenaConfig {
+    /// Sets [`ArenaConfig::run_ownership`].
+    ///
+    /// ```
+    /// use warmarena::{ArenaConfig, ExecutionArena};
+    /// let arena = ExecutionArena::with_config(ArenaConfig::default().run_ownership(true));
+    /// let a = arena.allocate(100, 8).unwrap();
+    /// drop(a);
+    /// assert_eq!(arena.stats().live_bytes, 0);
+    /// ```
+    pub fn run_ownership(mut self, on: bool) -> Self {
+        self.run_ownership = on;
+        self
+    }
+
     /// Sets [`ArenaConfig::retention_cap`].
     ///
     /// ```

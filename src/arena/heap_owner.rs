@@ -96,6 +96,9 @@ impl ArenaCore {
     /// when its thread has exited). Costs one load when it serves this
     /// thread already (or the arena has no heap).
     pub(crate) fn heap_boundary(&self) {
+        if self.small_owned {
+            super::small::boundary(self);
+        }
         let me = thread_token();
         // 0: the arena has no heap (an I/O arena, pattern mode).
         let owner = self.heap_thread.load(Relaxed);

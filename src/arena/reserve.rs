@@ -247,6 +247,20 @@ impl ArenaState {
         Ok(self.grant_new(Block::new(addr, cap, class as u16, Place::Run(r))))
     }
 
+    /// A new run of small class `class` for the run-owning small path
+    /// (`small/`): cut like any run, its granules tagged with the class.
+    /// Its blocks are not recorded here: the run's header keeps its slots.
+    pub(crate) fn cut_small_run(
+        &mut self,
+        class: Class,
+        os: &OsCounters,
+    ) -> Result<usize, ArenaError> {
+        let (base, _) = self.cut_run(capacity(class), os)?;
+        let tagged = owners::register(base, RUN_LEN, self.owner.tagged(class));
+        debug_assert!(tagged, "a run region's granules are in the owner table");
+        Ok(base)
+    }
+
     /// The address of a new run, and whether its region is advised for huge
     /// pages: the next `RUN_LEN` of the current run region, mapping a new
     /// region when it is full (see `RUN_REGION_LEN`).

@@ -53,6 +53,9 @@ pub(crate) struct ArenaCore {
     /// Pattern mode is on (fixed at creation): allocate and free go
     /// through `pattern::seam` first.
     pub(crate) pattern_on: bool,
+    /// The small classes are served by thread heaps that own runs
+    /// (`small/`, `ArenaConfig::run_ownership`), not the thread caches.
+    pub(crate) small_owned: bool,
     /// The thread whose large requests the execution heap serves
     /// (`heap::thread_token`; 0 for arenas without a heap): its large
     /// buffers bypass the thread caches' class slots (whose holding a
@@ -242,6 +245,9 @@ impl ArenaCore {
                         fresh,
                         warm,
                     });
+                }
+                if self.small_owned {
+                    return Err(ArenaError::OutOfMemory { size, errno: 0 });
                 }
             }
             if c >= SMALL_CLASSES {
@@ -580,7 +586,18 @@ impl ArenaCore {
                     warm,
                 });
             }
+            if self.small_owned {
+                return Err(ArenaError::OutOfMemory { size, errno: 0 });
+            }
         }
+        // With run ownership the small classes exist only as run slots: a
+        // small size whose class cannot meet the alignment takes the
+        // smallest large class.
+        let eff = if self.small_owned {
+            eff.max(CARVE_LIMIT)
+        } else {
+            eff
+        };
         let mut st = self.lock();
         match class_of(eff) {
             Some(c) => {
@@ -614,7 +631,7 @@ impl ArenaCore {
             let r = f(&mut st, core);
             (
                 r,
-                st.orphaned && st.stats.live_buffers == 0 && !st.unsettled(),
+                st.orphaned && st.stats.live_buffers == 0 && !st.unsettled() && st.small.idle(),
             )
         };
         if dead {
@@ -1019,7 +1036,15 @@ impl ArenaCore {
         if let Some(set) = &st.pattern {
             super::pattern::seam::fill_stats(set, &self.pattern_fast, &mut s);
         }
+        let small = st.small.stats();
         drop(st);
+        s.live_bytes += small.live_bytes;
+        s.live_buffers += small.live_buffers;
+        s.retained_bytes += small.retained_bytes;
+        s.retained_buffers += small.retained_buffers;
+        s.frees += small.frees;
+        s.cold_allocations += small.cold;
+        s.peak_live_bytes = s.peak_live_bytes.max(small.peak);
         s.live_bytes -= t.held_bytes;
         s.live_buffers -= t.held_buffers;
         s.retained_bytes += t.held_bytes;
@@ -1044,7 +1069,10 @@ impl ArenaCore {
         let e = tcache::epoch::after_trim(self.epoch.load(Relaxed));
         self.epoch.store(e, Relaxed);
         st.trim_epoch = e;
-        st.trim(&self.os)
+        let small = super::small::trim(&mut st, self);
+        let total = st.trim(&self.os) + small;
+        st.stats.trimmed_bytes += small;
+        total
     }
 
     /// Sets the cap (reaching thread caches as `trim` does; a cap below
@@ -1057,7 +1085,8 @@ impl ArenaCore {
         let flags = tcache::epoch_flags(st.config.thread_cache, cap, self.pattern_on);
         let e = tcache::epoch::after_cap(self.epoch.load(Relaxed), flags);
         self.epoch.store(e, Relaxed);
-        st.set_retention_cap(cap, &self.os)
+        st.set_retention_cap(cap, &self.os);
+        super::small::enforce_cap(&mut st, self);
     }
 
     pub(crate) fn reset_peak(&self) {
@@ -1190,6 +1219,7 @@ impl CoreHandle {
                 stash: tcache::Stash::new(tcache::STASH_CLASSES),
                 cache_threads: core::sync::atomic::AtomicUsize::new(0),
                 pattern_on,
+                small_owned: config.run_ownership && !pattern_on,
                 // The execution heap's thread (a thread-local's address:
                 // never 0), set below for arenas with a heap; pattern mode
                 // keeps the class lists.
@@ -1283,6 +1313,7 @@ impl Drop for CoreHandle {
                 // No more stashed frees: the later ones through the lock.
                 tcache::drain_stash(st, core, true);
                 st.orphaned = true;
+                super::small::orphaned(st, core);
                 // No more remote frees: the ones pushed since this lock
                 // was taken come back now, the later ones through the lock.
                 tcache::remote::absorb_closing(st, core);

@@ -184,6 +184,8 @@ pub(crate) struct ArenaState {
     pub stats: ArenaStats,
     /// Every handle is gone; the last live buffer frees the arena.
     pub orphaned: bool,
+    /// The small path's runs and heaps (`small/`, with run ownership on).
+    pub small: super::small::Pool,
     /// The body's own pointer, under which this arena's mappings are
     /// registered in the owner table (`owners.rs`); set once the body exists.
     pub owner: Owner,
@@ -278,6 +280,7 @@ impl ArenaState {
                 ..ArenaStats::default()
             },
             orphaned: false,
+            small: Default::default(),
             owner: Owner::NONE,
             pattern: None,
             caches: CacheList::default(),

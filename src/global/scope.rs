@@ -24,7 +24,7 @@ thread_local! {
 
 /// The cell's mark for "suspended": the system allocator, even where a
 /// process default is set. Never dereferenced (not a body: odd address).
-const SUSPENDED: *mut ArenaCore = 1 as *mut ArenaCore;
+const SUSPENDED: *mut ArenaCore = core::ptr::without_provenance_mut(1);
 
 /// Whether `p` is an arena body (owning a count), not null or [`SUSPENDED`].
 fn is_arena(p: *mut ArenaCore) -> bool {

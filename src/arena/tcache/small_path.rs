@@ -30,6 +30,12 @@ pub(crate) fn allocate_parts(
     eff: usize,
     align: usize,
 ) -> (usize, u32, usize, bool, bool) {
+    if core.small_owned {
+        return match crate::arena::small::allocate(core, c) {
+            Some(g) => (g.ptr.as_ptr() as usize, g.block, g.cap, g.fresh, g.warm),
+            None => (0, NIL, 0, false, false),
+        };
+    }
     if let Some(g) = allocate_hit(core, c) {
         return (g.ptr.as_ptr() as usize, g.block, g.cap, false, true);
     }
@@ -44,6 +50,9 @@ pub(crate) fn allocate_parts(
 /// anything else.
 #[inline(always)]
 pub(crate) fn allocate_hit(core: &ArenaCore, c: Class) -> Option<Grant> {
+    if core.small_owned {
+        return crate::arena::small::allocate_hit(core, c);
+    }
     let cache = fast_cache(core)?;
     // SAFETY: this thread's cache; the borrow ends within this function.
     let o = unsafe { cache.own() };
@@ -75,6 +84,12 @@ pub(super) fn take(cache: &Cache, o: &mut Own, s: Slot, c: Class) -> Grant {
 /// when the shared path must take it.
 #[inline(always)]
 pub(crate) fn free(core: &ArenaCore, c: Class, addr: usize) -> bool {
+    if core.small_owned {
+        // SAFETY: the callers free a live small buffer of class `c` that
+        // `core` served, keeping `core` alive for the call.
+        unsafe { crate::arena::small::free(core, c, addr) };
+        return true;
+    }
     free_hit(core, c, addr) || free_slow(core, c, addr)
 }
 
@@ -82,6 +97,11 @@ pub(crate) fn free(core: &ArenaCore, c: Class, addr: usize) -> bool {
 /// (nothing changed) and [`free_slow`] decides.
 #[inline(always)]
 pub(crate) fn free_hit(core: &ArenaCore, c: Class, addr: usize) -> bool {
+    if core.small_owned {
+        // SAFETY: as in `free`.
+        unsafe { crate::arena::small::free(core, c, addr) };
+        return true;
+    }
     if let Some(cache) = fast_cache(core) {
         // SAFETY: this thread's cache; the borrow ends within this block.
         let o = unsafe { cache.own() };
@@ -358,6 +378,11 @@ fn refill(st: &mut ArenaState, cache: &Cache, o: &mut Own, c: Class) -> bool {
 #[cold]
 #[inline(never)]
 pub(crate) fn free_slow(core: &ArenaCore, c: Class, addr: usize) -> bool {
+    if core.small_owned {
+        // SAFETY: as in `free`.
+        unsafe { crate::arena::small::free(core, c, addr) };
+        return true;
+    }
     let Some(cache) = ready_cache(core) else {
         return false;
     };

@@ -1,0 +1,360 @@
+//! One run: `RUN_LEN` bytes of one small class, cut into slots from a
+//! `RUN_LEN`-aligned base, and its header. Headers live at the start of
+//! the run's region (a region is `RUN_REGION_LEN`-aligned), one line each,
+//! so a free finds its run's header from the address alone; the region's
+//! first run starts its slots after the headers, at a multiple of the
+//! capacity, so every slot keeps the alignment its capacity gives.
+//!
+//! A run has one owner at a time: a thread heap (`heap.rs`) or the arena
+//! (its lock holder; `pool.rs`). The owner alone touches the plain fields.
+//! Other threads touch only [`Run::thread_free`] (and read [`Run::owner`]):
+//! - a free on a thread that does not own the run pushes the slot there
+//!   with one compare-exchange (its link in the slot's first word);
+//! - the owner takes the whole list with one swap when its free list runs
+//!   dry ([`Run::collect`]);
+//! - while the arena owns the run the word holds [`ABANDONED`], so a push
+//!   fails and the freeing thread frees under the arena's lock instead.
+//!
+//! Slots never handed out are not on the free list: they are taken in
+//! address order from [`Run::fresh`] up, so a run's untouched pages are
+//! never written, and a slot from there is a cold allocation.
+
+use crate::sync::rc::{AtomicUsize, Ordering};
+use core::ptr::null_mut;
+
+use super::super::{RUN_LEN, RUN_REGION_LEN};
+
+/// [`Run::thread_free`]'s mark while the arena owns the run.
+pub(crate) const ABANDONED: usize = 1;
+
+/// The bytes a region keeps for its runs' headers.
+pub(crate) const HEADERS_LEN: usize = (RUN_REGION_LEN / RUN_LEN) * core::mem::size_of::<Run>();
+
+/// A run's header.
+#[repr(C, align(64))]
+pub(crate) struct Run {
+    /// Slots freed by threads that do not own the run, or [`ABANDONED`].
+    pub(crate) thread_free: AtomicUsize,
+    /// The owning heap's address, 0 while the arena owns the run. Written
+    /// by the owner (giving the run up) or under the arena's lock (taking
+    /// it); any thread reads it to learn whether the run is its own.
+    pub(crate) owner: AtomicUsize,
+    // Plain fields: the owner's alone.
+    /// The owner's free list: slots linked through their first word.
+    pub(crate) free: usize,
+    /// The first slot never handed out since the run's pages were last
+    /// released; slots from here to the run's end are untouched.
+    pub(crate) fresh: usize,
+    /// How far the owner may take fresh slots without its slow path: at
+    /// most a page past `fresh` when the slow path opened it
+    /// ([`Run::open_fresh`]), so freed slots anywhere in the heap are
+    /// reused before a run's untouched pages.
+    pub(crate) limit: usize,
+    /// The list the run is on: its heap's runs of the class, or the
+    /// arena's empty or abandoned runs of it.
+    pub(crate) prev: *mut Run,
+    pub(crate) next: *mut Run,
+    /// The capacity of each slot.
+    pub(crate) cap: u32,
+    /// Slots handed out and not yet back on the free list (remote frees
+    /// waiting in `thread_free` still count).
+    pub(crate) used: u32,
+}
+
+#[cfg(not(loom))]
+const _: () = assert!(core::mem::size_of::<Run>() == 64);
+
+/// The header of the run that holds `addr` (any address inside a run).
+#[inline(always)]
+pub(crate) fn run_of(addr: usize) -> *mut Run {
+    let region = addr & !(RUN_REGION_LEN - 1);
+    let index = (addr & (RUN_REGION_LEN - 1)) / RUN_LEN;
+    (region + index * core::mem::size_of::<Run>()) as *mut Run
+}
+
+/// Where the slots of a run of `cap`-byte slots at `base` start: after
+/// the headers in a region's first run, at a multiple of `cap`.
+pub(crate) const fn first_slot(base: usize, cap: usize) -> usize {
+    if base & (RUN_REGION_LEN - 1) == 0 {
+        base + HEADERS_LEN.div_ceil(cap) * cap
+    } else {
+        base
+    }
+}
+
+impl Run {
+    /// Writes a new header for the run at `base`, owned by `owner`.
+    ///
+    /// # Safety
+    /// `base` is a `RUN_LEN`-aligned run of a live region, owned by the
+    /// caller, whose header no other thread can reach yet.
+    pub(crate) unsafe fn init(base: usize, cap: usize, owner: usize) -> *mut Run {
+        let first = first_slot(base, cap);
+        let run = run_of(base);
+        // SAFETY: the header line lies in the region's first bytes, which
+        // the caller's contract makes ours; a write of a whole value.
+        unsafe {
+            run.write(Run {
+                thread_free: AtomicUsize::new(0),
+                owner: AtomicUsize::new(owner),
+                free: 0,
+                fresh: first,
+                limit: first,
+                prev: null_mut(),
+                next: null_mut(),
+                cap: cap as u32,
+                used: 0,
+            })
+        };
+        run
+    }
+
+    /// The run's base address, from its header's place in the region.
+    pub(crate) fn base(&self) -> usize {
+        let at = self as *const Run as usize;
+        let region = at & !(RUN_REGION_LEN - 1);
+        region + (at - region) / core::mem::size_of::<Run>() * RUN_LEN
+    }
+
+    /// The run's first slot.
+    pub(crate) fn first(&self) -> usize {
+        first_slot(self.base(), self.cap as usize)
+    }
+
+    /// Where the run's last slot ends.
+    pub(crate) fn end(&self) -> usize {
+        let first = self.first();
+        let cap = self.cap as usize;
+        first + (self.base() + RUN_LEN - first) / cap * cap
+    }
+
+    /// Takes the newest free slot, else a fresh one below the limit
+    /// (`true`: a cold one); 0 when neither is there.
+    #[inline(always)]
+    pub(crate) fn take(&mut self) -> (usize, bool) {
+        let p = self.free;
+        if p != 0 {
+            // SAFETY: a free-list slot's first word is its link, written
+            // by `push`; the slot is the owner's (free).
+            self.free = unsafe { (p as *const usize).read() };
+            self.used += 1;
+            return (p, false);
+        }
+        let p = self.fresh;
+        if p < self.limit {
+            self.fresh = p + self.cap as usize;
+            self.used += 1;
+            return (p, true);
+        }
+        (0, false)
+    }
+
+    /// Lets the owner take fresh slots up to about a page further (at
+    /// least one slot); `false` when the run has none left.
+    pub(crate) fn open_fresh(&mut self) -> bool {
+        let end = self.end();
+        let step = (self.cap as usize).max(4096);
+        self.limit = end.min(self.fresh + step);
+        self.fresh < end
+    }
+
+    /// Pushes slot `p` (of this run, handed out, now free) on the free list.
+    #[inline(always)]
+    pub(crate) fn push(&mut self, p: usize) {
+        // SAFETY: `p` is a slot of this run that its holder gave back:
+        // no one else reads or writes it now.
+        unsafe { (p as *mut usize).write(self.free) };
+        self.free = p;
+        self.used -= 1;
+    }
+
+    /// Takes the slots other threads freed into the free list; how many.
+    pub(crate) fn collect(&mut self) -> u32 {
+        if self.thread_free.load(Ordering::Relaxed) == 0 {
+            return 0;
+        }
+        // Acquire: each pushed slot's link was written before its push.
+        let list = self.thread_free.swap(0, Ordering::Acquire);
+        debug_assert_eq!(
+            list & ABANDONED,
+            0,
+            "an owned run is never marked abandoned"
+        );
+        self.absorb(list)
+    }
+
+    /// Puts every slot of `list` (linked through first words) on the free
+    /// list; how many.
+    fn absorb(&mut self, mut list: usize) -> u32 {
+        let mut n = 0;
+        while list != 0 {
+            // SAFETY: a slot pushed by `push_remote`: its first word is
+            // the next link, and the pusher let go of it.
+            let next = unsafe { (list as *const usize).read() };
+            self.push(list);
+            list = next;
+            n += 1;
+        }
+        n
+    }
+
+    /// The owner gives the run to the arena (under its lock): the remote
+    /// frees so far are taken, later ones find [`ABANDONED`] and go to the
+    /// lock.
+    pub(crate) fn abandon(&mut self) -> u32 {
+        let list = self.thread_free.swap(ABANDONED, Ordering::Acquire);
+        debug_assert_eq!(list & ABANDONED, 0, "abandoned twice");
+        let n = self.absorb(list);
+        self.owner.store(0, Ordering::Relaxed);
+        n
+    }
+
+    /// The arena hands the run to heap `owner` (under its lock).
+    pub(crate) fn adopt(&mut self, owner: usize) {
+        debug_assert_eq!(self.thread_free.load(Ordering::Relaxed), ABANDONED);
+        self.owner.store(owner, Ordering::Relaxed);
+        self.thread_free.store(0, Ordering::Release);
+    }
+
+    /// Whether the arena owns the run (read under its lock).
+    pub(crate) fn abandoned(&self) -> bool {
+        self.thread_free.load(Ordering::Acquire) == ABANDONED
+    }
+
+    /// The bytes of the run's slots that have been written since its
+    /// pages were last released.
+    pub(crate) fn resident(&self) -> usize {
+        self.fresh - self.first()
+    }
+
+    /// Forgets every free slot before the run's pages are released (the
+    /// run is empty and the arena's); the whole page range to release.
+    pub(crate) fn forget_slots(&mut self, page: usize) -> (usize, usize) {
+        debug_assert_eq!(self.used, 0);
+        let first = self.first();
+        self.free = 0;
+        self.fresh = first;
+        self.limit = first;
+        let start = first.next_multiple_of(page);
+        (start, self.base() + RUN_LEN - start)
+    }
+}
+
+/// A free by a thread that does not own the run of `p`: one
+/// compare-exchange onto the run's `thread_free`. `false` (nothing
+/// changed) when the arena owns the run: the caller frees under the lock.
+///
+/// # Safety
+/// `p` is a live slot of `run` that the caller gives up (a live slot keeps
+/// its run's region mapped: see the module docs of `small`).
+#[inline]
+pub(crate) unsafe fn push_remote(run: *const Run, p: usize) -> bool {
+    // SAFETY: headers of mapped regions are live `Run`s; only the atomic is
+    // touched.
+    let tf = unsafe { &(*run).thread_free };
+    let mut head = tf.load(Ordering::Relaxed);
+    loop {
+        if head & ABANDONED != 0 {
+            return false;
+        }
+        // SAFETY: the slot is the caller's to write until the push lands.
+        unsafe { (p as *mut usize).write(head) };
+        match tf.compare_exchange_weak(head, p, Ordering::Release, Ordering::Relaxed) {
+            Ok(_) => return true,
+            Err(h) => head = h,
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A region-aligned stand-in for a mapped region, on the heap.
+    fn region() -> (Vec<u8>, usize) {
+        let v = vec![0u8; 2 * RUN_REGION_LEN];
+        let base = (v.as_ptr() as usize).next_multiple_of(RUN_REGION_LEN);
+        (v, base)
+    }
+
+    #[test]
+    fn slots_follow_the_headers_at_a_multiple_of_the_capacity() {
+        let base = 64 * RUN_REGION_LEN;
+        for cap in [16, 48, 512, 4096, 48 << 10] {
+            let f = first_slot(base, cap);
+            assert!(
+                f >= base + HEADERS_LEN && (f - base) % cap == 0,
+                "cap {cap}"
+            );
+            if RUN_REGION_LEN > RUN_LEN {
+                assert_eq!(first_slot(base + RUN_LEN, cap), base + RUN_LEN);
+            }
+        }
+        if RUN_REGION_LEN > RUN_LEN {
+            assert_eq!(run_of(base + RUN_LEN + 5) as usize, base + 64);
+        }
+    }
+
+    #[test]
+    fn take_push_collect_and_abandon_keep_used_exact() {
+        let (_v, base) = region();
+        // SAFETY: `base` is a region-aligned buffer this test owns.
+        let run = unsafe { &mut *Run::init(base, 64, 8) };
+        assert_eq!(run.base(), base);
+        assert_eq!(run.take(), (0, false), "nothing opened yet");
+        assert!(run.open_fresh());
+        let (a, cold_a) = run.take();
+        let (b, cold_b) = run.take();
+        assert_eq!(
+            (a, b - a, run.used, cold_a, cold_b),
+            (run.first(), 64, 2, true, true)
+        );
+        // SAFETY: `b` is a live slot of the run, given up here.
+        assert!(unsafe { push_remote(run, b) });
+        assert_eq!(run.used, 2, "a remote free counts until collected");
+        assert_eq!(run.collect(), 1);
+        assert_eq!(run.used, 1);
+        assert_eq!(run.take(), (b, false), "the collected slot is reused first");
+        run.push(a);
+        run.push(b);
+        assert_eq!(run.abandon(), 0);
+        assert!(run.abandoned());
+        // SAFETY: `a`'s slot, as if it were live.
+        assert!(
+            !unsafe { push_remote(run, a) },
+            "an abandoned run takes no push"
+        );
+        run.adopt(16);
+        assert_eq!((run.used, run.owner.load(Ordering::Relaxed)), (0, 16));
+        assert_eq!(run.resident(), 128);
+        let (start, len) = run.forget_slots(4096);
+        assert_eq!((run.free, run.resident()), (0, 0));
+        assert_eq!(start + len, base + RUN_LEN);
+    }
+
+    #[test]
+    fn a_run_hands_out_every_slot_once() {
+        let (_v, base) = region();
+        let cap = 48 << 10;
+        // SAFETY: as above.
+        let run = unsafe { &mut *Run::init(base, cap, 8) };
+        let mut seen = Vec::new();
+        while run.open_fresh() {
+            loop {
+                let (p, _) = run.take();
+                if p == 0 {
+                    break;
+                }
+                seen.push(p);
+            }
+        }
+        assert_eq!(
+            seen.len(),
+            (RUN_LEN - cap) / cap,
+            "the headers cost one slot"
+        );
+        assert!(seen
+            .iter()
+            .all(|p| (p - base) % cap == 0 && p + cap <= base + RUN_LEN));
+    }
+}
