@@ -32,13 +32,7 @@ impl Buf {
         let mut done = 0;
         while done < self.len {
             // SAFETY: writes initialised bytes of our own buffer to fd 2.
-            let n = unsafe {
-                libc::write(
-                    2,
-                    self.bytes[done..].as_ptr().cast(),
-                    self.len - done,
-                )
-            };
+            let n = unsafe { libc::write(2, self.bytes[done..].as_ptr().cast(), self.len - done) };
             if n <= 0 {
                 return;
             }

@@ -266,7 +266,13 @@ fn operator_new_and_delete_reach_the_library() {
     if !b.cxx {
         return;
     }
-    let r = run(&b.dir.join("cxx_test"), &[], true, &[], Duration::from_secs(120));
+    let r = run(
+        &b.dir.join("cxx_test"),
+        &[],
+        true,
+        &[],
+        Duration::from_secs(120),
+    );
     assert!(
         r.ok && r.stdout.contains("ok cxx"),
         "C++ test failed\nstdout:\n{}\nstderr:\n{}",
@@ -306,7 +312,10 @@ fn stats_summary_at_exit_and_a_retention_cap() {
         .find_map(|l| l.strip_prefix("warm faults over 8 steps: "))
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or_else(|| panic!("no fault count:\n{}", r.stdout));
-    assert!(faults >= 8 * 1000, "with nothing retained every step faults: {faults}");
+    assert!(
+        faults >= 8 * 1000,
+        "with nothing retained every step faults: {faults}"
+    );
     assert!(r.stderr.contains("evicted"), "stderr:\n{}", r.stderr);
     // WARMARENA_DISABLE=1 hands everything to the system allocator.
     let r = run(
