@@ -13,7 +13,9 @@
 # Environment: REPS (runs per cell, default 3), LIMIT (seconds per run,
 # default 120), PEERS=0 (skip mimalloc/jemalloc), PROGRAMS (a space-separated
 # subset of: numpy prodcons sort git python), REPO (the repository `git log`
-# reads, default this one), CARGO_TARGET_DIR.
+# reads, default this one), PYTHON (an interpreter with numpy for the NumPy
+# loop; default python/.venv's, else python3), WARMARENA_SO / MIMALLOC_SO / JEMALLOC_SO (use
+# these libraries instead of building them), CARGO_TARGET_DIR.
 #
 # The programs: the NumPy temporaries loop (16 MiB temporaries, 200 steps;
 # needs python3 with numpy: python/.venv's if it exists), a multi-threaded
@@ -37,14 +39,25 @@ note() { echo "preload-bench: $*" >&2; }
 
 # ---- the libraries ----------------------------------------------------------
 
-note "building libwarmarena.so (release)"
-if ! CARGO_TARGET_DIR=$TARGET cargo build --release -q -p warmarena-malloc; then
-    note "libwarmarena.so did not build"; exit 1
+if [ -n "${WARMARENA_SO:-}" ]; then
+    note "using $WARMARENA_SO"
+else
+    note "building libwarmarena.so (release)"
+    if ! CARGO_TARGET_DIR=$TARGET cargo build --release -q -p warmarena-malloc; then
+        note "libwarmarena.so did not build"; exit 1
+    fi
+    WARMARENA_SO=$TARGET/release/libwarmarena.so
 fi
-declare -A LIB=([glibc]="" [warmarena]="$TARGET/release/libwarmarena.so")
+declare -A LIB=([glibc]="" [warmarena]="$WARMARENA_SO")
+declare -A GIVEN=([mimalloc]="${MIMALLOC_SO:-}" [jemalloc]="${JEMALLOC_SO:-}")
 ALLOCATORS=(glibc warmarena)
 if [ "$PEERS" != 0 ]; then
     for peer in mimalloc jemalloc; do
+        if [ -n "${GIVEN[$peer]}" ]; then
+            LIB[$peer]=${GIVEN[$peer]}
+            ALLOCATORS+=("$peer")
+            continue
+        fi
         note "building the $peer shim (malloc/bench/peers, --features $peer)"
         if (cd malloc/bench/peers && CARGO_TARGET_DIR=$TARGET/preload-peers-$peer \
                 cargo build --release -q --features "$peer") >"$WORK/$peer-build.log" 2>&1; then
@@ -63,7 +76,7 @@ ORDER=()
 want() { [[ " $PROGRAMS " == *" $1 "* ]]; }
 
 PY=""
-for p in "$ROOT/python/.venv/bin/python" python3; do
+for p in ${PYTHON:-} "$ROOT/python/.venv/bin/python" python3; do
     if command -v "$p" >/dev/null 2>&1 && "$p" -c "import numpy" 2>/dev/null; then PY=$p; break; fi
 done
 if want numpy; then
