@@ -18,11 +18,13 @@
 //! than about the allocators. Interference only ever adds time, so the
 //! fastest round of each is the comparable figure.
 
+#[path = "common/arena.rs"]
+mod arena;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
-use warmarena::{ExecutionArena, IoArena};
+use warmarena::IoArena;
 
 const SIZES: &[usize] = &[
     16,
@@ -58,7 +60,7 @@ fn peer_pair<A: GlobalAlloc>(a: &A, layout: Layout, touch_pages: bool) {
 }
 
 fn pairs(c: &mut Criterion) {
-    let arena = ExecutionArena::new();
+    let arena = arena::exec_arena();
     let io = IoArena::new();
     let mi = mimalloc::MiMalloc;
     let je = tikv_jemallocator::Jemalloc;
@@ -141,7 +143,7 @@ fn api2_rounds<A: allocator_api2::alloc::Allocator>(a: &A) -> Variant<'_> {
 
 /// The `pair` comparison as a fastest-of-rounds table (printed).
 fn fastest_of_rounds(_: &mut Criterion) {
-    let arena = ExecutionArena::new();
+    let arena = arena::exec_arena();
     let io = IoArena::new();
     // Like for like with the peers, whose pointer is hidden from the
     // optimizer: the handle's pointer is.

@@ -40,6 +40,8 @@
 //! take its lock), per small pair. A cached hit that read a line the lock
 //! holder writes would pay a miss per pair here and not when alone.
 
+#[path = "common/arena.rs"]
+mod arena;
 use allocator_api2::alloc::{Allocator, Global, Layout};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::hint::black_box;
@@ -164,7 +166,7 @@ fn thread_counts() -> Vec<usize> {
 }
 
 fn threads(c: &mut Criterion) {
-    let arena = ExecutionArena::new();
+    let arena = arena::exec_arena();
     let mut g = c.benchmark_group("threads");
     g.throughput(Throughput::Elements(OPS as u64));
     let counts = thread_counts();
@@ -229,7 +231,7 @@ fn small_beside_large<A: Allocator + Sync>(a: &A, iters: u64, alone: bool) -> Du
 }
 
 fn beside_lock(c: &mut Criterion) {
-    let arena = ExecutionArena::new();
+    let arena = arena::exec_arena();
     let mut g = c.benchmark_group("beside_lock");
     g.throughput(Throughput::Elements(1));
     for alone in [true, false] {
@@ -334,7 +336,7 @@ fn handoff<A: Allocator + Sync>(a: &A, producers: usize, rounds: usize) -> Durat
 /// consumer that frees them, per buffer. Afterwards the arena locks per
 /// buffer (before remote frees, every free took the lock: 1.06).
 fn handoffs(c: &mut Criterion) {
-    let arena = ExecutionArena::new();
+    let arena = arena::exec_arena();
     let mut g = c.benchmark_group("handoff");
     g.throughput(Throughput::Elements(HANDOFF_BATCH as u64));
     for n in [1usize, 2, 4] {
@@ -398,7 +400,7 @@ fn grow_on<A: Allocator + Copy + Send + Sync>(a: A, threads: usize, iters: u64) 
 /// moved growth counts a copy in `ArenaStats::copies`), per batch of
 /// `VECS` vectors per thread; then the arena's locks per moved growth.
 fn grow(c: &mut Criterion) {
-    let arena = ExecutionArena::new();
+    let arena = arena::exec_arena();
     let mut g = c.benchmark_group("grow");
     g.throughput(Throughput::Elements(VECS as u64));
     let counts = thread_counts();
@@ -524,14 +526,14 @@ impl StreamPool<'_> {
 /// then the shared arena's locks per 100 operations. Where the shared
 /// arena pays for its one lock: every thread's bins overflow and run dry
 /// once per bin's worth, and refill or flush under the lock the other
-/// threads want (docs/threads.md, stop 55).
+/// threads want.
 fn stream(_: &mut Criterion) {
     const STREAM_ROUNDS: usize = 9;
     const PER_TURN: usize = 20;
-    let shared = ExecutionArena::new();
+    let shared = arena::exec_arena();
     let counts = thread_counts();
     let each: Vec<ExecutionArena> = (0..counts.iter().copied().max().unwrap_or(1))
-        .map(|_| ExecutionArena::new())
+        .map(|_| arena::exec_arena())
         .collect();
     println!("\nstream, wall ns per allocation or free (all threads' together), fastest of {STREAM_ROUNDS} interleaved turns:");
     println!("| threads | one arena | an arena each | mimalloc | system | one arena / mimalloc | one arena / an arena each | one arena's locks per 100 ops |");

@@ -30,6 +30,8 @@
 //! Under `cargo test` (no `--bench` argument: the test suite runs every
 //! target once, unoptimized) one round each, as a smoke run.
 
+#[path = "common/arena.rs"]
+mod arena;
 use allocator_api2::alloc::{AllocError, Allocator, Global, Layout};
 use allocator_api2::vec::Vec as AVec;
 use std::hint::black_box;
@@ -298,8 +300,8 @@ fn time(f: &mut dyn FnMut() -> usize) -> f64 {
 }
 
 fn main() {
-    let arena = ExecutionArena::new();
-    let arenas: Vec<ExecutionArena> = (0..32).map(|_| ExecutionArena::new()).collect();
+    let arena = arena::exec_arena();
+    let arenas: Vec<ExecutionArena> = (0..32).map(|_| arena::exec_arena()).collect();
     type Row<'a> = (&'a str, Box<dyn FnMut(usize) -> usize + 'a>, bool);
     let refs: Vec<&ExecutionArena> = arenas.iter().collect();
     let ar = &arena;

@@ -202,7 +202,7 @@ fn main() {
     }
     // In order: while a small class's buffers came back from the depot
     // newest first, every second iteration got its addresses reversed and
-    // ran slower (docs/threads.md, stop 45); the alternation shows here.
+    // ran slower; the alternation shows here.
     let in_order = |w: &[Iter]| {
         w.iter()
             .map(|i| format!("{:.1}", i.micros as f64 / 1000.0))

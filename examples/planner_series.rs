@@ -7,8 +7,8 @@
 //! measured):
 //!
 //! * `s1_tile_62k.csv`: IOPDDL S_1 tiled three times at half its span,
-//!   sizes perturbed by up to 10 %, cut to 62 185 buffers (an analogue of
-//!   issue 17's 62 185-buffer IOPDDL trace);
+//!   sizes perturbed by up to 10 %, cut to 62 185 buffers (the size of the
+//!   largest IOPDDL trace the planner was first sized for);
 //! * `bert_x2.csv`: SOMAS bert_base twice, one after the other, perturbed;
 //! * `power_law_{10k,100k,600k}.csv`: `synth::power_law`;
 //! * `serde_600k.csv`: `synth::short_lived` (600 000 buffers, about 64

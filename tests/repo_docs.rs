@@ -21,13 +21,7 @@ const HISTORY_WORDS_EXCLUDED: &[&str] = &[
     "src/arena/pattern/",
     "src/arena/heap/learn.rs",
     "src/arena/heap/learn_tests.rs",
-    "docs/threads.md",
     "docs/pattern.md",
-    // Files of other work in progress (the examples, the thread caches'
-    // bench) that still name history in one comment each.
-    "examples/global_scope.rs",
-    "examples/planner_series.rs",
-    "benches/threads.rs",
 ];
 
 /// Extensions of the files the history-words check reads.

@@ -68,8 +68,8 @@ mod release;
 mod reserve;
 mod reuse;
 mod run_index;
-pub(crate) mod small;
 pub(crate) mod shared;
+pub(crate) mod small;
 pub(crate) mod state;
 pub(crate) mod tcache;
 #[cfg(test)]

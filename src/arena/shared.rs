@@ -1003,6 +1003,9 @@ impl ArenaCore {
 
     /// Records a payload copy of `bytes` into or out of this arena's memory.
     pub(crate) fn note_copy(&self, bytes: usize) {
+        if self.small_owned && super::small::note_copy(self, bytes) {
+            return;
+        }
         if tcache::note_copy(self, bytes) {
             return;
         }
@@ -1044,6 +1047,8 @@ impl ArenaCore {
         s.retained_buffers += small.retained_buffers;
         s.frees += small.frees;
         s.cold_allocations += small.cold;
+        s.copies += small.copies;
+        s.copied_bytes += small.copied_bytes;
         s.peak_live_bytes = s.peak_live_bytes.max(small.peak);
         s.live_bytes -= t.held_bytes;
         s.live_buffers -= t.held_buffers;
@@ -1219,7 +1224,10 @@ impl CoreHandle {
                 stash: tcache::Stash::new(tcache::STASH_CLASSES),
                 cache_threads: core::sync::atomic::AtomicUsize::new(0),
                 pattern_on,
-                small_owned: config.run_ownership && !pattern_on,
+                // Execution arenas only: an I/O arena's buffers are
+                // exported as leases, whose owner counts are kept per
+                // block record.
+                small_owned: config.run_ownership && !pattern_on && kind == ArenaKind::Execution,
                 // The execution heap's thread (a thread-local's address:
                 // never 0), set below for arenas with a heap; pattern mode
                 // keeps the class lists.

@@ -362,9 +362,11 @@ impl ArenaState {
     #[inline(never)]
     fn note_peak(&mut self) {
         let (published, held) = super::tcache::own_unpublished(self.owner.0.cast_const().cast());
+        let small = super::small::own_live(self.owner.0.cast_const().cast());
         let live = (self.live_uncached() as isize)
             .wrapping_add(published as isize)
-            .wrapping_sub(held as isize);
+            .wrapping_sub(held as isize)
+            .wrapping_add(small as isize);
         if live > 0 && live as usize > self.stats.peak_live_bytes {
             self.stats.peak_live_bytes = live as usize;
         }

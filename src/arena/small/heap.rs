@@ -28,6 +28,9 @@ pub(crate) struct Counters {
     cold_bytes: AtomicU64,
     /// The most live bytes this thread saw at one of its allocations.
     peak: AtomicU64,
+    /// Payload copies this thread made (a buffer moved to grow it).
+    copies: AtomicU64,
+    copied_bytes: AtomicU64,
 }
 
 #[inline(always)]
@@ -45,6 +48,8 @@ pub(crate) struct Totals {
     pub cold: u64,
     pub cold_bytes: u64,
     pub peak: u64,
+    pub copies: u64,
+    pub copied_bytes: u64,
 }
 
 impl Totals {
@@ -56,6 +61,8 @@ impl Totals {
         self.cold += c.cold.load(Relaxed);
         self.cold_bytes += c.cold_bytes.load(Relaxed);
         self.peak = self.peak.max(c.peak.load(Relaxed));
+        self.copies += c.copies.load(Relaxed);
+        self.copied_bytes += c.copied_bytes.load(Relaxed);
     }
 }
 
@@ -88,6 +95,11 @@ impl ThreadHeap {
             live: 0,
             peak: 0,
         }
+    }
+
+    /// Bytes this thread allocated less those it freed.
+    pub(crate) fn live(&self) -> usize {
+        self.live
     }
 
     /// This heap's address, as runs name their owner.
@@ -137,6 +149,12 @@ impl ThreadHeap {
             fresh: false,
             warm: !cold,
         }
+    }
+
+    /// Counts a payload copy of `bytes`.
+    pub(crate) fn note_copy(&mut self, bytes: usize) {
+        bump(&self.counters.copies, 1);
+        bump(&self.counters.copied_bytes, bytes as u64);
     }
 
     #[inline(always)]

@@ -69,6 +69,24 @@ use core::sync::atomic::Ordering::Relaxed;
 /// The classes this path serves: capacities below `CARVE_LIMIT`.
 pub(crate) const SMALL_CLASSES: usize = crate::size_class::class_of_classed(super::CARVE_LIMIT);
 
+/// The calling thread's small live bytes in `core` (the peak's term on
+/// the locked path).
+pub(crate) fn own_live(core: *const ArenaCore) -> usize {
+    thread::own_live(core)
+}
+
+/// Counts a payload copy on this thread's heap; `false` (nothing
+/// counted) without a current heap.
+pub(crate) fn note_copy(core: &ArenaCore, bytes: usize) -> bool {
+    match thread::current(core) {
+        Some(h) => {
+            h.note_copy(bytes);
+            true
+        }
+        None => false,
+    }
+}
+
 /// A slot of class `c` from this thread's current run, or `None` (nothing
 /// changed).
 #[inline(always)]

@@ -143,6 +143,8 @@ pub(crate) struct SmallStats {
     pub cold: u64,
     pub frees: u64,
     pub peak: usize,
+    pub copies: u64,
+    pub copied_bytes: usize,
 }
 
 impl Pool {
@@ -288,6 +290,8 @@ impl Pool {
             cold: t.cold,
             frees: t.frees,
             peak: t.peak as usize,
+            copies: t.copies,
+            copied_bytes: t.copied_bytes as usize,
         }
     }
 

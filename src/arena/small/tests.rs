@@ -201,3 +201,25 @@ fn many_threads_free_each_others_buffers() {
     assert_eq!((s.live_buffers, s.live_bytes), (0, 0));
     assert_eq!(s.frees, (n * 50 * 200) as u64);
 }
+
+#[test]
+fn a_moved_growth_is_counted_without_the_lock() {
+    let a = arena();
+    let grow = || {
+        let mut v = allocator_api2::vec::Vec::new_in(&a);
+        for i in 0..2000u32 {
+            v.push(i as u8);
+        }
+    };
+    grow(); // the heap and its runs exist now
+    let (locks, copies) = (a.stats().locked_operations, a.stats().copies);
+    for _ in 0..10 {
+        grow();
+    }
+    let s = a.stats();
+    assert!(s.copies - copies >= 50, "growths moved the vector");
+    assert!(
+        s.locked_operations - locks <= 10,
+        "a warm growth takes no lock per copy"
+    );
+}

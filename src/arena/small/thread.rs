@@ -81,6 +81,25 @@ pub(crate) fn current(core: &ArenaCore) -> Option<&'static mut ThreadHeap> {
     None
 }
 
+/// The small bytes this thread's current heap for `core` holds live (0
+/// without one): on one thread, the arena's small live bytes.
+pub(crate) fn own_live(core: *const ArenaCore) -> usize {
+    LAST.try_with(|l| {
+        let h = l.get();
+        if h == NO_HEAP {
+            return 0;
+        }
+        // SAFETY: a heap of this thread, live while `LAST` names it.
+        let heap = unsafe { &*h };
+        if core::ptr::eq(heap.core, core) {
+            heap.live()
+        } else {
+            0
+        }
+    })
+    .unwrap_or(0)
+}
+
 /// This thread's heap for `core`: found or made, its arena's epoch
 /// honoured; `None` when the thread cannot keep one (its thread-locals
 /// are gone, or it has heaps for too many arenas).
