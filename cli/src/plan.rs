@@ -7,7 +7,9 @@
 //! write) is [`warmarena::planner::plan_trace`]'s, within `--budget-ms`;
 //! the search stops earlier when it proves the height optimal. `--out`
 //! writes the solution as CSV with an `offset` column; `--json` prints one
-//! object; `--svg` draws the packing.
+//! JSON object on standard output instead of the text; `--svg` draws the
+//! packing. A file that cannot be read, planned or written is a run failure
+//! (exit status 1).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -29,8 +31,9 @@ pub struct PlanArgs {
     /// Write the solution as CSV with an `offset` column to this file.
     #[arg(long, value_name = "solution.csv")]
     pub out: Option<String>,
-    /// Print one JSON object (with `time_ms` for the whole command and
-    /// `phases_ms` for each phase) instead of the text summary.
+    /// Print one JSON object on standard output instead of the text
+    /// summary (`"schema": 1` first, `time_ms` for the whole command and
+    /// `phases_ms` for each phase).
     #[arg(long)]
     pub json: bool,
     /// Draw the packing (offset over time, one rectangle per buffer, the
@@ -65,7 +68,7 @@ pub fn run(args: &PlanArgs) -> Result<(), String> {
         std::fs::write(path, svg).map_err(|e| format!("{path}: {e}"))?;
     }
     if args.json {
-        println!("{}", plan.json(&args.file, started));
+        println!("{}", with_schema(&plan.json(&args.file, started)));
         exit_without_freeing(plan);
         return Ok(());
     }
@@ -92,6 +95,26 @@ pub fn run(args: &PlanArgs) -> Result<(), String> {
     );
     exit_without_freeing(plan);
     Ok(())
+}
+
+/// The version of `plan --json`'s object (its `"schema"` field): raised
+/// when a field changes meaning or goes away, not when one is added.
+pub const JSON_SCHEMA: u32 = 1;
+
+/// The planner's JSON object with `"schema"` as its first field.
+///
+/// ```
+/// let s = warmarena_cli::plan::with_schema(r#"{"file": "a.csv", "buffers": 2}"#);
+/// assert_eq!(s, r#"{"schema": 1, "file": "a.csv", "buffers": 2}"#);
+/// ```
+pub fn with_schema(object: &str) -> String {
+    match object.trim_start().strip_prefix('{') {
+        Some(rest) if rest.trim_start().starts_with('}') => {
+            format!("{{\"schema\": {JSON_SCHEMA}}}")
+        }
+        Some(rest) => format!("{{\"schema\": {JSON_SCHEMA}, {}", rest.trim_start()),
+        None => object.to_string(),
+    }
 }
 
 /// The plan is the last thing the command holds: the process ends next,

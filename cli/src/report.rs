@@ -1,7 +1,7 @@
 //! `warmarena report` (the binary's default): the six scenarios on the
 //! example network and on a large-intermediate model, each with warmarena
 //! and the allocators a runtime would otherwise use, in one process with the
-//! same kernels; a table per scenario and, with `--json FILE`, every figure.
+//! same kernels; a table per scenario or, with `--json`, every figure as JSON.
 
 use super::backend::{
     release_glibc, release_jemalloc, release_mimalloc, ArenaBackend, Backend, PatternBackend, Peer,
@@ -12,11 +12,19 @@ use super::scenario::{drive, Drive, Row, RunCost, Scenario};
 use super::trace::Trace;
 use super::turns::{Turn, Turns};
 use super::workload::{run_net_on, run_net_session, TraceRun};
-use std::fmt::Write as _;
 use std::time::Duration;
 use warmarena::faults::{FaultCounter, FaultSource};
 use warmarena::session::{RunContext, Session};
 use warmarena_net::{Net, NetConfig};
+
+/// Where `--json` sends the report's JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JsonTo {
+    /// Standard output (`--json`).
+    Stdout,
+    /// A file (`--json FILE`, the older form).
+    File(String),
+}
 
 /// Options of `warmarena report`.
 #[derive(Debug, Clone)]
@@ -25,20 +33,21 @@ pub struct ReportOptions {
     pub runs: usize,
     /// A MiniMalloc-format trace to use as the large model instead of the built-in one.
     pub trace: Option<String>,
-    /// Size multiplier for a replayed trace.
-    pub batch: usize,
-    /// Size multiplier for the large model (1.0 ≈ 460 MiB written per run).
+    /// Size multiplier for the large model, built-in or replayed (at 1.0
+    /// the built-in transformer-shaped model writes about 582 MiB per run).
     pub scale: f64,
     /// Idle time between runs in scenario 6.
     pub idle_ms: u64,
-    /// Where to write every figure as JSON.
-    pub json: Option<String>,
+    /// Print every figure as JSON instead of the tables, and where.
+    pub json: Option<JsonTo>,
     /// Where to write the HTML page of charts.
     pub html: Option<String>,
     /// Scenarios to run (default: all six).
     pub scenarios: Vec<Scenario>,
     /// The built-in large model: `transformer` (default) or `cnn`.
     pub model: String,
+    /// The back ends to run, by name ([`BACKENDS`]; default: every one built in).
+    pub backends: Vec<&'static str>,
     /// Time the warm runs again with the back ends interleaved (see
     /// [`interleaved_times`]); the time columns then come from that pass.
     pub interleave: bool,
@@ -49,16 +58,38 @@ impl Default for ReportOptions {
         ReportOptions {
             runs: 5,
             trace: None,
-            batch: 1,
             scale: 1.0,
             idle_ms: 400,
             json: None,
             html: None,
             scenarios: Scenario::ALL.to_vec(),
             model: "transformer".into(),
+            backends: available_backends(),
             interleave: true,
         }
     }
+}
+
+/// Every back end the report knows, in report order. `planned` and
+/// `pattern` (warmarena's planned and pattern modes) run on the large model
+/// only; `mimalloc` and `jemalloc` need the crate's `peers` feature.
+pub const BACKENDS: [&str; 6] = [
+    "warmarena",
+    "planned",
+    "pattern",
+    "glibc",
+    "mimalloc",
+    "jemalloc",
+];
+
+/// The back ends this build can run (every one of [`BACKENDS`] with the
+/// `peers` feature; without it, all but mimalloc and jemalloc).
+pub fn available_backends() -> Vec<&'static str> {
+    BACKENDS
+        .iter()
+        .copied()
+        .filter(|b| cfg!(feature = "peers") || !matches!(*b, "mimalloc" | "jemalloc"))
+        .collect()
 }
 
 /// The built-in large model of the report.
@@ -70,6 +101,26 @@ pub enum Model {
     Cnn,
 }
 
+/// A positive, finite size multiplier.
+fn positive_scale(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        Ok(_) => Err("must be a positive number".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// `--json`'s older form took a file; a subcommand's name there is a
+/// mistake (`warmarena --json report`), not a file name.
+fn json_file(s: &str) -> Result<String, String> {
+    if matches!(s, "report" | "plan") {
+        return Err(format!(
+            "`{s}` is a subcommand: put --json after it (`warmarena {s} --json`)"
+        ));
+    }
+    Ok(s.to_string())
+}
+
 /// Options of `warmarena report`, as given on the command line.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ReportArgs {
@@ -78,28 +129,42 @@ pub struct ReportArgs {
     pub runs: u64,
     /// A MiniMalloc-format trace (`id,lower,upper,size`) to replay as the
     /// large model instead of the built-in one.
-    #[arg(long, value_name = "FILE.csv")]
+    #[arg(long, value_name = "FILE.csv", conflicts_with = "model")]
     pub trace: Option<String>,
-    /// Size multiplier for a replayed trace.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
-    pub batch: u64,
-    /// Size multiplier for the built-in large model (1.0: about 460 MiB
-    /// written per run); positive.
-    #[arg(long, default_value_t = 1.0)]
+    /// Size multiplier for the large model, the built-in one or the
+    /// `--trace` replayed (at 1 the built-in transformer-shaped model writes
+    /// about 582 MiB per run, with a live peak of 60 MiB); positive.
+    #[arg(long, default_value_t = 1.0, value_parser = positive_scale, alias = "batch")]
     pub scale: f64,
     /// Idle time before each run in scenario 6, in milliseconds.
     #[arg(long, default_value_t = 400)]
     pub idle_ms: u64,
-    /// Also write every figure as JSON to this file (the tables still go to
-    /// standard output; the progress bar never goes to either).
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<String>,
+    /// Print every figure as JSON on standard output instead of the tables
+    /// (an array with one object per scenario, workload and back end). The
+    /// older form `--json FILE` writes the same JSON to FILE instead.
+    #[arg(
+        long,
+        value_name = "FILE",
+        num_args = 0..=1,
+        require_equals = false,
+        value_parser = json_file
+    )]
+    pub json: Option<Option<String>>,
     /// Scenarios to run, comma-separated (default: all): 1 outputs dropped,
     /// 2 the last 8 runs' outputs held, 3 large intermediates, 4 alternating
     /// shapes, 5 a one-off large run then `trim()`, 6 idle gaps.
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u8).range(1..=6))]
     pub scenarios: Vec<u8>,
-    /// The built-in large model.
+    /// The back ends to run, comma-separated (default: every one built in).
+    /// `planned` and `pattern` are warmarena's planned and pattern modes and
+    /// run on the large model only.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_parser = clap::builder::PossibleValuesParser::new(available_backends())
+    )]
+    pub backends: Vec<String>,
+    /// The built-in large model (not with `--trace`).
     #[arg(long, value_enum, default_value_t = Model::Transformer)]
     pub model: Model,
     /// Also write a self-contained HTML page with a chart per scenario
@@ -114,9 +179,10 @@ pub struct ReportArgs {
 }
 
 impl ReportArgs {
-    /// Checks the values clap cannot and turns them into [`ReportOptions`].
+    /// Turns the parsed arguments into [`ReportOptions`]. clap has checked
+    /// every value by then; an error here is a usage error all the same.
     pub fn options(&self) -> Result<ReportOptions, String> {
-        if self.scale.is_nan() || self.scale <= 0.0 {
+        if !(self.scale.is_finite() && self.scale > 0.0) {
             return Err("--scale must be positive".into());
         }
         let scenarios = if self.scenarios.is_empty() {
@@ -127,19 +193,40 @@ impl ReportArgs {
                 .map(|&n| Scenario::ALL[usize::from(n) - 1])
                 .collect()
         };
+        let available = available_backends();
+        let backends = if self.backends.is_empty() {
+            available
+        } else {
+            // In report order, each once.
+            let mut chosen = Vec::new();
+            for name in &self.backends {
+                if !available.contains(&name.as_str()) {
+                    return Err(format!("--backends: no back end `{name}` in this build"));
+                }
+            }
+            for b in available {
+                if self.backends.iter().any(|n| n == b) {
+                    chosen.push(b);
+                }
+            }
+            chosen
+        };
         Ok(ReportOptions {
             runs: self.runs as usize,
             trace: self.trace.clone(),
-            batch: self.batch as usize,
             scale: self.scale,
             idle_ms: self.idle_ms,
-            json: self.json.clone(),
+            json: self.json.as_ref().map(|f| match f {
+                None => JsonTo::Stdout,
+                Some(path) => JsonTo::File(path.clone()),
+            }),
             html: self.html.clone(),
             scenarios,
             model: match self.model {
                 Model::Transformer => "transformer".into(),
                 Model::Cnn => "cnn".into(),
             },
+            backends,
             interleave: !self.no_interleave,
         })
     }
@@ -186,33 +273,27 @@ impl Workloads {
             })
             .collect();
         let images = nets.iter().map(|n| n.example_input(1)).collect();
-        let (trace, label, batch, scale) = match &o.trace {
+        let (trace, label) = match &o.trace {
             Some(path) => {
                 let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
                 (
-                    Trace::from_csv(&text)?,
-                    format!("{path} × batch {}", o.batch),
-                    o.batch,
-                    1.0,
+                    Trace::from_csv(&text).map_err(|e| format!("{path}: {e}"))?,
+                    format!("{path}, scale {}", o.scale),
                 )
             }
             None if o.model == "cnn" => (
                 Trace::synthetic_cnn(0.5),
                 format!("built-in CNN-shaped model, scale {}", o.scale),
-                1,
-                o.scale,
             ),
             None => (
                 Trace::synthetic_transformer(1.0),
                 format!("built-in transformer-shaped model, scale {}", o.scale),
-                1,
-                o.scale,
             ),
         };
         let traces = [1.0, 0.75, 2.0]
             .iter()
             .map(|&f| TraceRun {
-                schedule: Schedule::new(&trace, batch, scale * f),
+                schedule: Schedule::new(&trace, 1, o.scale * f),
             })
             .collect();
         Ok(Workloads {
@@ -330,7 +411,11 @@ fn print_case(rows: &[Row], peak: usize) {
         "MiB from OS/run",
         "copies",
         "warm ms med [min-max]",
-        "vs ours",
+        if first.backend == "warmarena" {
+            "vs ours"
+        } else {
+            "vs first"
+        },
         "RSS/peak",
         "RSS vs mimalloc"
     );
@@ -415,79 +500,142 @@ fn print_case(rows: &[Row], peak: usize) {
     }
 }
 
-fn opt(v: Option<u64>) -> String {
-    v.map_or("null".into(), |x| x.to_string())
+/// The version of the report's JSON (each row's `"schema"` field): raised
+/// when a field changes meaning or goes away, not when one is added.
+pub const JSON_SCHEMA: u32 = 1;
+
+/// Milliseconds from nanoseconds, to 4 decimals (0.1 µs).
+fn ms4(nanos: f64) -> f64 {
+    (nanos / 1e2).round() / 1e4
 }
 
-/// Every row as a JSON array of objects.
-pub fn to_json(rows: &[Row], w: &Workloads, net_peak: usize) -> String {
-    let mut s = String::from("[\n");
-    for (k, r) in rows.iter().enumerate() {
-        let peak = if r.workload == "large-model" {
-            w.large_peak()
-        } else {
-            net_peak
-        };
+/// One row of the report's JSON, field for field as consumers read it.
+#[derive(serde::Serialize)]
+struct JsonRow {
+    schema: u32,
+    scenario: usize,
+    scenario_name: &'static str,
+    workload: &'static str,
+    backend: &'static str,
+    warm_runs: usize,
+    warm_minor_faults: u64,
+    warm_minor_faults_per_run: Vec<u64>,
+    warm_syscalls: Option<u64>,
+    warm_system_bytes: Option<u64>,
+    warm_copies: u64,
+    warm_ms_median: f64,
+    warm_ms_min: f64,
+    warm_ms_max: f64,
+    warm_ms_per_run: Vec<f64>,
+    warm_ms_interleaved: bool,
+    warm_ms_median_blocked: f64,
+    interleaved_minor_faults_per_run: Vec<u64>,
+    cold_minor_faults: u64,
+    cold_ms: f64,
+    rss_bytes_before: usize,
+    rss_bytes_after: usize,
+    live_peak_bytes: usize,
+    #[serde(flatten)]
+    arena: Option<JsonArena>,
+    #[serde(flatten)]
+    trim: Option<JsonTrim>,
+}
+
+/// warmarena's arena figures after the warm runs (its rows only).
+#[derive(serde::Serialize)]
+struct JsonArena {
+    exec_live_bytes: usize,
+    exec_retained_bytes: usize,
+    exec_peak_bytes: usize,
+    io_live_bytes: usize,
+    io_retained_bytes: usize,
+    io_peak_bytes: usize,
+    io_leases: usize,
+    warm_exec_cold_allocations: u64,
+    warm_io_cold_allocations: u64,
+    outputs_per_run: usize,
+}
+
+/// Scenario 5's trim (its rows only).
+#[derive(serde::Serialize)]
+struct JsonTrim {
+    trim_retained_before: Option<usize>,
+    trim_released: Option<usize>,
+    trim_rss_before: usize,
+    trim_rss_after: usize,
+}
+
+impl JsonRow {
+    fn new(r: &Row, peak: usize) -> JsonRow {
         let (lo, hi) = r.warm_nanos_range();
-        let _ = write!(
-            s,
-            "  {{\"scenario\": {}, \"scenario_name\": \"{}\", \"workload\": \"{}\", \"backend\": \"{}\", \"warm_runs\": {}, \"warm_minor_faults\": {}, \"warm_minor_faults_per_run\": [{}], \"warm_syscalls\": {}, \"warm_system_bytes\": {}, \"warm_copies\": {}, \"warm_ms_median\": {:.4}, \"warm_ms_min\": {:.4}, \"warm_ms_max\": {:.4}, \"warm_ms_per_run\": [{}], \"warm_ms_interleaved\": {}, \"warm_ms_median_blocked\": {:.4}, \"interleaved_minor_faults_per_run\": [{}], \"cold_minor_faults\": {}, \"cold_ms\": {:.4}, \"rss_bytes_before\": {}, \"rss_bytes_after\": {}, \"live_peak_bytes\": {}",
-            r.scenario as usize,
-            r.scenario.name(),
-            r.workload,
-            r.backend,
-            r.warm.len(),
-            r.warm_faults_median(),
-            r.warm.iter().map(|c| c.minor_faults.to_string()).collect::<Vec<_>>().join(", "),
-            opt(r.warm_syscalls_median()),
-            opt(r.warm_system_bytes_median()),
-            r.warm_copies,
-            r.warm_nanos_median() as f64 / 1e6,
-            lo as f64 / 1e6,
-            hi as f64 / 1e6,
-            r.warm_nanos().iter().map(|&n| format!("{:.4}", n as f64 / 1e6)).collect::<Vec<_>>().join(", "),
-            r.timed.is_some(),
-            r.blocked_nanos_median() as f64 / 1e6,
-            r.timed.iter().flatten().map(|c| c.minor_faults.to_string()).collect::<Vec<_>>().join(", "),
-            r.cold.minor_faults,
-            r.cold.nanos as f64 / 1e6,
-            r.rss_before,
-            r.rss_after,
-            peak
-        );
-        if let Some(((e0, i0), (e1, i1))) = r.arena {
-            let _ = write!(
-                s,
-                ", \"exec_live_bytes\": {}, \"exec_retained_bytes\": {}, \"exec_peak_bytes\": {}, \"io_live_bytes\": {}, \"io_retained_bytes\": {}, \"io_peak_bytes\": {}, \"io_leases\": {}, \"warm_exec_cold_allocations\": {}, \"warm_io_cold_allocations\": {}, \"outputs_per_run\": {}",
-                e1.live_bytes,
-                e1.retained_bytes,
-                e1.peak_live_bytes,
-                i1.live_bytes,
-                i1.retained_bytes,
-                i1.peak_live_bytes,
-                i1.leases,
-                e1.cold_allocations - e0.cold_allocations,
-                i1.cold_allocations - i0.cold_allocations,
-                r.outputs_per_run
-            );
+        JsonRow {
+            schema: JSON_SCHEMA,
+            scenario: r.scenario as usize,
+            scenario_name: r.scenario.name(),
+            workload: r.workload,
+            backend: r.backend,
+            warm_runs: r.warm.len(),
+            warm_minor_faults: r.warm_faults_median(),
+            warm_minor_faults_per_run: r.warm.iter().map(|c| c.minor_faults).collect(),
+            warm_syscalls: r.warm_syscalls_median(),
+            warm_system_bytes: r.warm_system_bytes_median(),
+            warm_copies: r.warm_copies,
+            warm_ms_median: ms4(r.warm_nanos_median() as f64),
+            warm_ms_min: ms4(lo as f64),
+            warm_ms_max: ms4(hi as f64),
+            warm_ms_per_run: r.warm_nanos().iter().map(|&n| ms4(n as f64)).collect(),
+            warm_ms_interleaved: r.timed.is_some(),
+            warm_ms_median_blocked: ms4(r.blocked_nanos_median() as f64),
+            interleaved_minor_faults_per_run: r
+                .timed
+                .iter()
+                .flatten()
+                .map(|c| c.minor_faults)
+                .collect(),
+            cold_minor_faults: r.cold.minor_faults,
+            cold_ms: ms4(r.cold.nanos as f64),
+            rss_bytes_before: r.rss_before,
+            rss_bytes_after: r.rss_after,
+            live_peak_bytes: peak,
+            arena: r.arena.map(|((e0, i0), (e1, i1))| JsonArena {
+                exec_live_bytes: e1.live_bytes,
+                exec_retained_bytes: e1.retained_bytes,
+                exec_peak_bytes: e1.peak_live_bytes,
+                io_live_bytes: i1.live_bytes,
+                io_retained_bytes: i1.retained_bytes,
+                io_peak_bytes: i1.peak_live_bytes,
+                io_leases: i1.leases,
+                warm_exec_cold_allocations: e1.cold_allocations - e0.cold_allocations,
+                warm_io_cold_allocations: i1.cold_allocations - i0.cold_allocations,
+                outputs_per_run: r.outputs_per_run,
+            }),
+            trim: r.trim.map(|t| JsonTrim {
+                trim_retained_before: t.retained_before,
+                trim_released: t.released,
+                trim_rss_before: t.rss_before,
+                trim_rss_after: t.rss_after,
+            }),
         }
-        if let Some(t) = r.trim {
-            let _ = write!(
-                s,
-                ", \"trim_retained_before\": {}, \"trim_released\": {}, \"trim_rss_before\": {}, \"trim_rss_after\": {}",
-                opt(t.retained_before.map(|v| v as u64)),
-                opt(t.released.map(|v| v as u64)),
-                t.rss_before,
-                t.rss_after
-            );
-        }
-        s.push('}');
-        if k + 1 < rows.len() {
-            s.push(',');
-        }
-        s.push('\n');
     }
-    s.push_str("]\n");
+}
+
+/// Every row as a JSON array of objects, one per (scenario, workload, back
+/// end), each with `"schema": 1` ([`JSON_SCHEMA`]) first; the fields are
+/// listed in `docs/reference/cli.md`.
+pub fn to_json(rows: &[Row], w: &Workloads, net_peak: usize) -> String {
+    let rows: Vec<JsonRow> = rows
+        .iter()
+        .map(|r| {
+            let peak = if r.workload == "large-model" {
+                w.large_peak()
+            } else {
+                net_peak
+            };
+            JsonRow::new(r, peak)
+        })
+        .collect();
+    let mut s = serde_json::to_string_pretty(&rows).expect("the report's rows serialize");
+    s.push('\n');
     s
 }
 
@@ -509,12 +657,23 @@ pub fn collect(
         turn: None,
     };
     let mut faults = FaultCounter::new();
-    let all = cases(&o.scenarios);
+    let chosen = |wk| -> Vec<Runner> {
+        runners(wk)
+            .into_iter()
+            .filter(|r| o.backends.contains(&r.name))
+            .collect()
+    };
+    // A case none of the chosen back ends runs (the example network with
+    // only `planned` or `pattern`) is left out.
+    let all: Vec<_> = cases(&o.scenarios)
+        .into_iter()
+        .filter(|&(_, wk)| !chosen(wk).is_empty())
+        .collect();
     let mut out = Vec::new();
     for (k, &(sc, wk)) in all.iter().enumerate() {
         let label = format!("scenario {} on {}", sc as usize, wk.name());
         progress(k, all.len(), &label);
-        let runners = runners(wk);
+        let runners = chosen(wk);
         let mut rows = Vec::with_capacity(runners.len());
         for r in &runners {
             rows.push((r.run)(sc, wk, w, d, &mut faults)?);
@@ -687,10 +846,14 @@ fn peers() -> Vec<Runner> {
     }
 }
 
-/// Runs `warmarena report` with parsed arguments.
-pub fn run(args: &ReportArgs) -> Result<(), String> {
-    let o = args.options()?;
-    let w = Workloads::build(&o)?;
+/// Runs `warmarena report` with checked options ([`ReportArgs::options`]).
+///
+/// With `--json` the JSON goes to standard output and nothing else does;
+/// otherwise the header and a table per case. An error is a run failure
+/// (a trace that cannot be read, a file that cannot be written).
+pub fn run(o: &ReportOptions) -> Result<(), String> {
+    let w = Workloads::build(o)?;
+    let tables = o.json != Some(JsonTo::Stdout);
     let source = FaultCounter::new().source();
     let net_peak = {
         let b = ArenaBackend::default();
@@ -710,8 +873,9 @@ pub fn run(args: &ReportArgs) -> Result<(), String> {
             mib(w.large_peak() as f64)
         ),
         format!(
-            "each scenario: 1 cold run + {} warm runs per back end, one process, same kernels; faults via {}; idle gap {} ms; RSS/peak = RSS growth over the scenario / live peak",
+            "each scenario: 1 cold run + {} warm runs per back end ({}), one process, same kernels; faults via {}; idle gap {} ms; RSS/peak = RSS growth over the scenario / live peak",
             o.runs,
+            o.backends.join(", "),
             if source == FaultSource::PerfEvents { "perf events" } else { "getrusage" },
             o.idle_ms
         ),
@@ -721,49 +885,61 @@ pub fn run(args: &ReportArgs) -> Result<(), String> {
             "warm ms: each back end's own block of warm runs (--no-interleave)".to_string()
         },
     ];
-    for line in &header {
-        println!("{line}");
+    if tables {
+        for line in &header {
+            println!("{line}");
+        }
     }
     let bar = crate::progress::steps(0);
-    let rows = collect(&o, &w, |k, n, label| {
+    let rows = collect(o, &w, |k, n, label| {
         bar.set_length(n as u64);
         bar.set_position(k as u64);
         bar.set_message(label.to_string());
     })?;
     bar.finish_and_clear();
-    for case in &rows {
-        let peak = if case[0].workload == "large-model" {
+    let peak_of = |r: &Row| {
+        if r.workload == "large-model" {
             w.large_peak()
         } else {
             net_peak
-        };
-        print_case(case, peak);
+        }
+    };
+    if tables {
+        for case in &rows {
+            print_case(case, case.first().map_or(0, peak_of));
+        }
+        println!();
+        println!("syscalls and MiB from OS: n/a for peers (their system calls are not visible to this process without tracing it).");
     }
-    println!();
-    println!("syscalls and MiB from OS: n/a for peers (their system calls are not visible to this process without tracing it).");
     if let Some(path) = &o.html {
-        let large_peak = w.large_peak();
         let pic = crate::draw::convert::report_picture(
             &rows,
-            |r| {
-                if r.workload == "large-model" {
-                    large_peak
-                } else {
-                    net_peak
-                }
-            },
+            peak_of,
             crate::draw::convert::machine_line(),
             crate::draw::convert::command_line(),
             header.to_vec(),
         );
         let html = crate::draw::report_html(&pic).map_err(|e| format!("{path}: {e}"))?;
         std::fs::write(path, html).map_err(|e| format!("{path}: {e}"))?;
-        println!("wrote the charts to {path}");
+        if tables {
+            println!("wrote the charts to {path}");
+        }
     }
-    if let Some(path) = &o.json {
+    if let Some(to) = &o.json {
         let flat: Vec<Row> = rows.into_iter().flatten().collect();
-        std::fs::write(path, to_json(&flat, &w, net_peak)).map_err(|e| format!("{path}: {e}"))?;
-        println!("wrote every figure to {path}");
+        let json = to_json(&flat, &w, net_peak);
+        match to {
+            JsonTo::Stdout => {
+                use std::io::Write as _;
+                std::io::stdout()
+                    .write_all(json.as_bytes())
+                    .map_err(|e| format!("standard output: {e}"))?;
+            }
+            JsonTo::File(path) => {
+                std::fs::write(path, json).map_err(|e| format!("{path}: {e}"))?;
+                println!("wrote every figure to {path}");
+            }
+        }
     }
     Ok(())
 }

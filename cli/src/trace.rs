@@ -173,11 +173,14 @@ impl Trace {
     /// tensors), the context, the output projection and residual, the MLP's
     /// 4× expansion and its activation, and the second residual; the output
     /// is a small pooled vector. Sizes are multiplied by `scale`; at 1.0 a
-    /// run writes about 560 MiB.
+    /// run writes about 582 MiB (per layer 8 hidden tensors of 6 MiB, two
+    /// score tensors and two MLP tensors of 24 MiB each: 144 MiB; then the
+    /// last hidden tensor and the pooled output), with a live peak of 60 MiB.
     ///
     /// ```
     /// let t = warmarena_cli::trace::Trace::synthetic_transformer(1.0);
-    /// assert!(t.total_bytes() > 400 << 20);
+    /// assert_eq!(t.total_bytes() >> 20, 582);
+    /// assert_eq!(t.concurrent_peak() >> 20, 60);
     /// ```
     pub fn synthetic_transformer(scale: f64) -> Trace {
         let (b, s, h, heads, layers) = (8usize, 256usize, 768usize, 12usize, 4usize);

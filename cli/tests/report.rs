@@ -144,6 +144,7 @@ fn every_scenario_keeps_the_promise(model: &str) {
     assert_eq!(rows.len(), 11);
     let json = to_json(&rows, &w, 1);
     for key in [
+        "\"schema\": 1",
         "\"scenario\"",
         "\"backend\"",
         "\"warm_minor_faults\"",
