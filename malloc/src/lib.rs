@@ -114,7 +114,9 @@ fn start() -> u8 {
     let state = if cfg.disable || !real::available() {
         OFF
     } else {
-        let mut c = ArenaConfig::default().huge_pages(cfg.huge_pages);
+        let mut c = ArenaConfig::default()
+            .huge_pages(cfg.huge_pages)
+            .run_ownership(true);
         if let Some(cap) = cfg.retain_cap {
             c = c.retention_cap(cap);
         }
@@ -176,13 +178,31 @@ fn passthrough(size: usize, align: usize) -> *mut c_void {
     p
 }
 
-/// `size` bytes at `align` from the arena; the thread is `READY`.
+/// `size` bytes at `align` from the arena; the thread is `READY`. The hit
+/// is the arena's own (this thread's cache or heap, one thread-local load
+/// inside the arena): no scope, no counters; anything else goes through
+/// the router.
 #[inline(always)]
 fn serve(size: usize, align: usize) -> *mut c_void {
+    tls::set(READY | BUSY);
+    // SAFETY: not re-entrant: a call that arrives while this thread is
+    // `BUSY` goes to the system allocator, and the library's own Rust
+    // allocations go to the internal one.
+    if let Some(p) = unsafe { arena().allocate_hit(size, align) } {
+        tls::set(READY);
+        return p.as_ptr().cast();
+    }
+    serve_miss(size, align)
+}
+
+/// [`serve`] past the hit: through the router (the thread's scope, its
+/// large slots, the execution heap, the lock). The thread is `BUSY`.
+#[inline(never)]
+fn serve_miss(size: usize, align: usize) -> *mut c_void {
     let Ok(layout) = Layout::from_size_align(size.max(1), align) else {
+        tls::set(READY);
         return enomem();
     };
-    tls::set(READY | BUSY);
     // SAFETY: a non-zero layout; the router never unwinds.
     let p = unsafe { ROUTER.alloc(layout) };
     tls::set(READY);
@@ -249,34 +269,35 @@ fn drain_deferred() {
 /// # Safety
 /// `p` is in arena memory and, if a live buffer, the caller gives it up.
 unsafe fn free_arena_busy(p: *mut c_void) {
-    // SAFETY: arena memory, live (or reported below and left alone).
-    match unsafe { global::usable_size(p.cast()) } {
-        // SAFETY: a live buffer of `cap` bytes; the layout names its class.
-        Some(cap) => unsafe {
-            ROUTER.dealloc(
-                p.cast(),
-                Layout::from_size_align_unchecked(cap, MALLOC_ALIGN),
-            )
-        },
-        None => report::bad_pointer("free", p.cast()),
+    // SAFETY: arena memory, live (or reported below and left alone); not
+    // re-entrant (the thread is `BUSY`).
+    if unsafe { ExecutionArena::free_by_address(p.cast()) } != Some(true) {
+        report::bad_pointer("free", p.cast());
     }
 }
 
+/// Frees `p` (not null) when this thread is not inside the library: one
+/// owner-table lookup names the owner, and a small buffer's class, of an
+/// arena buffer; anything else is foreign.
+///
 /// # Safety
-/// `p` is in arena memory; a live buffer the caller gives up.
-unsafe fn free_arena(p: *mut c_void) {
-    let s = tls::get();
-    if s & BUSY != 0 {
-        // SAFETY: forwarded contract.
-        return unsafe { defer(p) };
-    }
+/// `p` is a live pointer from a `malloc`-family function; the thread is
+/// not `BUSY` (its state is `s`).
+#[inline(always)]
+unsafe fn free_outside(p: *mut c_void, s: usize) {
     tls::set(s | BUSY);
     if DEFERRED.load(Ordering::Relaxed) != 0 {
         drain_deferred();
     }
-    // SAFETY: forwarded contract.
-    unsafe { free_arena_busy(p) };
+    // SAFETY: the caller's contract; not re-entrant (`BUSY`).
+    let r = unsafe { ExecutionArena::free_by_address(p.cast()) };
     tls::set(s);
+    match r {
+        Some(true) => {}
+        // SAFETY: not arena memory: the system allocator's or the internal one's.
+        None => unsafe { real::free(p) },
+        Some(false) => report::bad_pointer("free", p.cast()),
+    }
 }
 
 /// Allocates `size` bytes aligned to at least 16.
@@ -298,12 +319,17 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
     if p.is_null() {
         return;
     }
-    if !global::is_arena_memory(p.cast()) {
-        // SAFETY: not arena memory: the system allocator's or the internal one's.
-        return unsafe { real::free(p) };
+    let s = tls::get();
+    if s & BUSY == 0 {
+        // SAFETY: the caller's contract; the thread is not `BUSY`.
+        return unsafe { free_outside(p, s) };
     }
-    // SAFETY: the caller's contract.
-    unsafe { free_arena(p) }
+    if global::is_arena_memory(p.cast()) {
+        // SAFETY: the caller's contract: a live arena buffer, given up.
+        return unsafe { defer(p) };
+    }
+    // SAFETY: not arena memory: the system allocator's or the internal one's.
+    unsafe { real::free(p) }
 }
 
 /// Same as [`free`] (an old SunOS name some programs still call).

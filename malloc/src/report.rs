@@ -108,6 +108,8 @@ pub(crate) fn summary(arena: &warmarena_core::ExecutionArena) {
 /// A `free` or `realloc` of an address inside arena memory where no live
 /// buffer starts (a double free or an interior pointer): reported, and the
 /// call does nothing.
+#[cold]
+#[inline(never)]
 pub(crate) fn bad_pointer(what: &str, p: *const u8) {
     let mut b = Buf::new();
     let _ = writeln!(

@@ -9,6 +9,8 @@
 use crate::arena::owners::{self, Owner};
 use crate::arena::shared::{ArenaCore, StateGuard};
 use crate::arena::ExecutionArena;
+use core::alloc::Layout;
+use core::ptr::NonNull;
 
 /// Whether `ptr` lies in a 64 KiB granule that an arena of this process
 /// mapped and registered in the owner table (`arena::owners`): two atomic
@@ -100,4 +102,117 @@ pub fn lock_for_fork(arena: &ExecutionArena) -> ForkLock<'_> {
     ForkLock {
         _guard: arena.core.lock_for_refill(),
     }
+}
+
+impl ExecutionArena {
+    /// A buffer of at least `size` bytes at `align` (a power of two) from
+    /// this thread's cache of the arena (its heap's current run, on run
+    /// ownership), taking no lock and counting nothing in
+    /// [`stats`](super::stats()); `None` (nothing changed) when the cache
+    /// has none ready, and for any request that is not in a small class.
+    /// The hit of a C allocator's `malloc`, which serves a `None` through
+    /// [`ScopedGlobal`](super::ScopedGlobal) or [`ExecutionArena::allocate`]
+    /// and frees what it got with [`ExecutionArena::free_by_address`].
+    ///
+    /// # Safety
+    /// Not called re-entrantly on this thread from inside another operation
+    /// of an arena: a global allocator that the arena's own metadata
+    /// allocations reach must not call it (the scoped global allocator
+    /// checks for that; a C allocator sends its own re-entrant calls
+    /// elsewhere).
+    ///
+    /// ```
+    /// let arena = warmarena::ExecutionArena::new();
+    /// drop(arena.allocate(64, 16).unwrap()); // the thread's cache holds one now
+    /// // SAFETY: not inside another arena operation.
+    /// let p = unsafe { arena.allocate_hit(64, 16) }.expect("a cached buffer");
+    /// // SAFETY: a live buffer of `arena`, given up here.
+    /// assert_eq!(unsafe { warmarena::ExecutionArena::free_by_address(p.as_ptr()) }, Some(true));
+    /// ```
+    #[inline(always)]
+    pub unsafe fn allocate_hit(&self, size: usize, align: usize) -> Option<NonNull<u8>> {
+        if !align.is_power_of_two() {
+            return None;
+        }
+        // SAFETY: a power-of-two alignment; `size` past `isize::MAX` less
+        // the alignment is no small class, so the class lookup refuses it
+        // before the layout is used for anything else.
+        let layout = unsafe { Layout::from_size_align_unchecked(size, align) };
+        self.core.allocate_cached_layout(layout)
+    }
+
+    /// Frees the live buffer that starts at `ptr`, found by address in
+    /// whichever arena of this process owns it, as `free(ptr)` must: one
+    /// owner-table lookup names the owner and, for a small buffer, its
+    /// class, and the buffer goes into this thread's cache when it takes it
+    /// (a larger one's capacity is looked up under its arena's lock). Counts
+    /// nothing in [`stats`](super::stats()).
+    ///
+    /// Returns `None` when `ptr` is not arena memory ([`is_arena_memory`]:
+    /// a foreign pointer, for its own allocator), `Some(true)` when the
+    /// buffer was freed, and `Some(false)` (nothing changed) when no live
+    /// buffer of a larger class starts there (an interior pointer, or one
+    /// freed twice).
+    ///
+    /// # Safety
+    /// `ptr` is not arena memory, or it is a live buffer of an arena (one
+    /// that nothing else frees during the call), which the caller gives up;
+    /// not called re-entrantly from inside an arena operation (as
+    /// [`ExecutionArena::allocate_hit`]).
+    ///
+    /// ```
+    /// use warmarena::ExecutionArena;
+    /// let arena = ExecutionArena::new();
+    /// let small = std::mem::ManuallyDrop::new(arena.allocate(100, 16).unwrap());
+    /// let large = std::mem::ManuallyDrop::new(arena.allocate(1 << 20, 64).unwrap());
+    /// let x = 0u8;
+    /// // SAFETY: two live buffers, given up (never dropped); a stack address.
+    /// unsafe {
+    ///     assert_eq!(ExecutionArena::free_by_address(small.as_ptr().cast_mut()), Some(true));
+    ///     assert_eq!(ExecutionArena::free_by_address(large.as_ptr().cast_mut()), Some(true));
+    ///     assert_eq!(ExecutionArena::free_by_address(&x as *const u8 as *mut u8), None);
+    /// }
+    /// assert_eq!(arena.stats().live_buffers, 0);
+    /// ```
+    #[inline(always)]
+    pub unsafe fn free_by_address(ptr: *mut u8) -> Option<bool> {
+        let addr = ptr as usize;
+        let (owner, small) = owners::lookup_small(addr);
+        if owner == Owner::NONE {
+            return None;
+        }
+        let this = owner.0.cast::<ArenaCore>();
+        if let Some(c) = small {
+            // SAFETY: a registered owner is a live body's original pointer,
+            // kept alive by the live buffer at `ptr` (the caller's).
+            if unsafe { &*this }.free_cached(c, addr) {
+                return Some(true);
+            }
+        }
+        // SAFETY: as above.
+        Some(unsafe { free_missed(this, small, addr) })
+    }
+}
+
+/// [`ExecutionArena::free_by_address`] past the cache's hit, out of line:
+/// a larger buffer into this thread's heap or large slot when it takes it,
+/// else under the lock.
+///
+/// # Safety
+/// `this` is the registered owner of `addr`'s granule, kept alive by the
+/// live buffer at `addr` (the caller gives it up).
+#[inline(never)]
+unsafe fn free_missed(this: *mut ArenaCore, small: Option<usize>, addr: usize) -> bool {
+    if small.is_none() {
+        // SAFETY: the caller's contract: a live body.
+        let core = unsafe { &*this };
+        let Some((_, cap)) = core.live_block_at(addr) else {
+            return false;
+        };
+        if core.free_large_hit_at(addr, cap, crate::size_class::MIN_CAPACITY) {
+            return true;
+        }
+    }
+    // SAFETY: the caller's contract; a body's pointer is never null.
+    unsafe { ArenaCore::free_by_addr(NonNull::new_unchecked(this), addr, small) }
 }
