@@ -1,6 +1,6 @@
 //! The report's progress line: an indicatif bar on standard error, drawn
 //! only when standard error is a terminal, so it never mixes with the tables
-//! on standard output, with `--json` files, or with a pipe or CI log.
+//! or the JSON on standard output, or with a pipe or CI log.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 

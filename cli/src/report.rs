@@ -455,7 +455,8 @@ fn print_case(rows: &[Row], peak: usize) {
     }
     if let Some(((e0, i0), (e1, i1))) = first.arena {
         println!(
-            "  warmarena arenas after: exec live {:.1} / retained {:.1} / peak {:.1} MiB; io live {:.1} / retained {:.1} MiB, {} leases; warm-run cold allocations: exec {}, io {}",
+            "  {} arenas after: exec live {:.1} / retained {:.1} / peak {:.1} MiB; io live {:.1} / retained {:.1} MiB, {} leases; warm-run cold allocations: exec {}, io {}",
+            first.backend,
             mib(e1.live_bytes as f64),
             mib(e1.retained_bytes as f64),
             mib(e1.peak_live_bytes as f64),

@@ -16,6 +16,18 @@ fn data(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// Runs `cmd`, checks that it succeeded (its standard error as the
+/// message otherwise) and returns its standard output.
+fn stdout_of(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 fn scratch_file(name: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     dir.join(format!("{}-{name}", std::process::id()))
@@ -106,18 +118,12 @@ fn backends_choose_the_rows_in_report_order() {
 
 #[test]
 fn report_json_is_the_only_thing_on_stdout_and_carries_its_schema() {
-    let out = warmarena()
-        .args(["report", "--scale", "0.02", "--runs", "1", "--idle-ms", "1"])
-        .args(["--scenarios", "1", "--backends", "warmarena,glibc,pattern"])
-        .args(["--no-interleave", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let text = stdout_of(
+        warmarena()
+            .args(["report", "--scale", "0.02", "--runs", "1", "--idle-ms", "1"])
+            .args(["--scenarios", "1", "--backends", "warmarena,glibc,pattern"])
+            .args(["--no-interleave", "--json"]),
     );
-    let text = String::from_utf8(out.stdout).unwrap();
     let rows: serde_json::Value = serde_json::from_str(&text).expect("stdout is JSON");
     let rows = rows.as_array().expect("an array of rows");
     // The example network on warmarena and glibc; the large model on those
@@ -165,13 +171,12 @@ fn report_json_is_the_only_thing_on_stdout_and_carries_its_schema() {
 
 #[test]
 fn plan_json_carries_its_schema() {
-    let out = warmarena()
-        .args(["plan", "--json", "--budget-ms", "100"])
-        .arg(data("tvm/simple.csv"))
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    let text = stdout_of(
+        warmarena()
+            .args(["plan", "--json", "--budget-ms", "100"])
+            .arg(data("tvm/simple.csv")),
+    );
+    let v: serde_json::Value = serde_json::from_str(&text).expect("stdout is JSON");
     assert_eq!(v["schema"], 1);
     assert!(v["buffers"].as_u64().unwrap() > 0);
 }
@@ -180,18 +185,12 @@ fn plan_json_carries_its_schema() {
 fn plan_svg_draws_one_titled_rectangle_per_buffer_and_json_stays_clean() {
     let file = data("tvm/simple.csv"); // shipped in the repository
     let svg_path = scratch_file("simple.svg");
-    let out = warmarena()
-        .args(["plan", "--json", "--budget-ms", "200", "--svg"])
-        .arg(&svg_path)
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let json = stdout_of(
+        warmarena()
+            .args(["plan", "--json", "--budget-ms", "200", "--svg"])
+            .arg(&svg_path)
+            .arg(&file),
     );
-    let json = String::from_utf8(out.stdout).unwrap();
     assert!(json.trim_start().starts_with('{') && json.trim_end().ends_with('}'));
     let buffers: usize = json
         .split("\"buffers\": ")
@@ -213,16 +212,11 @@ fn plan_svg_draws_one_titled_rectangle_per_buffer_and_json_stays_clean() {
 #[test]
 fn report_html_has_one_chart_per_scenario_and_no_external_reference() {
     let html_path = scratch_file("report.html");
-    let out = warmarena()
-        .args(["report", "--scale", "0.05", "--runs", "1", "--idle-ms", "1"])
-        .args(["--scenarios", "1,4", "--html"])
-        .arg(&html_path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    stdout_of(
+        warmarena()
+            .args(["report", "--scale", "0.05", "--runs", "1", "--idle-ms", "1"])
+            .args(["--scenarios", "1,4", "--html"])
+            .arg(&html_path),
     );
     let html = std::fs::read_to_string(&html_path).unwrap();
     // Two scenarios on two workloads (the example network and the large model).
