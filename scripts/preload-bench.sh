@@ -11,14 +11,23 @@
 #   REPS=1 PEERS=0 bash scripts/preload-bench.sh   # quick: glibc and warmarena only
 #
 # Environment: REPS (runs per cell, default 3), LIMIT (seconds per run,
-# default 120), PEERS=0 (skip mimalloc/jemalloc), PROGRAMS (a space-separated
-# subset of: numpy prodcons sort git python), REPO (the repository `git log`
+# default 120), PEERS=0 (skip mimalloc/jemalloc), PEER_LIST (default
+# "mimalloc jemalloc"), PROGRAMS (a space-separated
+# subset of: numpy numpy_gaps pytest onnx prodcons prodcons_cxx sort git
+# python), REPO (the repository `git log`
 # reads, default this one), PYTHON (an interpreter with numpy for the NumPy
 # loop; default python/.venv's, else python3), WARMARENA_SO / MIMALLOC_SO / JEMALLOC_SO (use
 # these libraries instead of building them), CARGO_TARGET_DIR.
 #
 # The programs: the NumPy temporaries loop (16 MiB temporaries, 200 steps;
-# needs python3 with numpy: python/.venv's if it exists), a multi-threaded
+# needs python3 with numpy: python/.venv's if it exists; it also prints the
+# minor faults of each warm step, summed up in a second table), the same
+# loop with a 0.2 s idle gap before each step (`numpy_gaps`: where an
+# allocator that returns memory when idle re-faults), the project's Python
+# test suite (`pytest`: python/.venv with the bindings, scripts/python-setup.sh),
+# the ONNX Runtime example of python/examples (`onnx`: skipped when the
+# interpreter has no onnxruntime; no model is downloaded), a C++
+# producer/consumer program (malloc/bench/prodcons.cpp), a multi-threaded
 # C producer/consumer program (malloc/bench/prodcons.c: 4 producers, 4
 # consumers, realloc growth, 1-4 MiB temporaries per request), `sort` of a
 # generated 1.5 M-line file, `git log --stat` on this repository, and a
@@ -31,7 +40,7 @@ WORK=$TARGET/preload-bench
 REPS=${REPS:-3}
 LIMIT=${LIMIT:-120}
 PEERS=${PEERS:-1}
-PROGRAMS=${PROGRAMS:-numpy prodcons sort git python}
+PROGRAMS=${PROGRAMS:-numpy numpy_gaps pytest onnx prodcons prodcons_cxx sort git python}
 REPO=${REPO:-$ROOT}
 mkdir -p "$WORK"
 
@@ -52,7 +61,7 @@ declare -A LIB=([glibc]="" [warmarena]="$WARMARENA_SO")
 declare -A GIVEN=([mimalloc]="${MIMALLOC_SO:-}" [jemalloc]="${JEMALLOC_SO:-}")
 ALLOCATORS=(glibc warmarena)
 if [ "$PEERS" != 0 ]; then
-    for peer in mimalloc jemalloc; do
+    for peer in ${PEER_LIST:-mimalloc jemalloc}; do
         if [ -n "${GIVEN[$peer]}" ]; then
             LIB[$peer]=${GIVEN[$peer]}
             ALLOCATORS+=("$peer")
@@ -79,21 +88,60 @@ PY=""
 for p in ${PYTHON:-} "$ROOT/python/.venv/bin/python" python3; do
     if command -v "$p" >/dev/null 2>&1 && "$p" -c "import numpy" 2>/dev/null; then PY=$p; break; fi
 done
-if want numpy; then
+if want numpy || want numpy_gaps; then
     if [ -n "$PY" ]; then
         cat >"$WORK/numpy_loop.py" <<'EOF'
 import numpy as np
 a = np.random.default_rng(0).standard_normal((1024, 2048))  # 16 MiB
 acc = 0.0
-for step in range(200):
+import resource, sys, time
+gap = float(sys.argv[1]) if len(sys.argv) > 1 else 0.0
+steps = int(sys.argv[2]) if len(sys.argv) > 2 else 200
+faults = []
+for step in range(steps):
+    if gap:
+        time.sleep(gap)
+    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     t = a * 1.0001 + 0.5          # a 16 MiB temporary per operation
     u = np.sqrt(np.abs(t)) - t
     acc += float(u[step % 1024, step % 2048])
+    del t, u
+    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
 print(f"{acc:.6f}")
+warm = sorted(faults[3:])
+# To standard error, which the output comparison leaves out.
+print(f"faults per warm step: median {warm[len(warm) // 2]}, max {warm[-1]}, mean {sum(warm) / len(warm):.0f}", file=sys.stderr)
 EOF
-        CMD[numpy]="$PY $WORK/numpy_loop.py"; ORDER+=(numpy)
+        if want numpy; then CMD[numpy]="$PY $WORK/numpy_loop.py"; ORDER+=(numpy); fi
+        if want numpy_gaps; then CMD[numpy_gaps]="$PY $WORK/numpy_loop.py 0.2 40"; ORDER+=(numpy_gaps); fi
     else
         note "skipping numpy: no python3 with numpy (bash scripts/python-setup.sh makes python/.venv)"
+    fi
+fi
+
+if want pytest; then
+    if [ -n "$PY" ] && "$PY" -c "import pytest, warmarena" 2>/dev/null; then
+        # The verdict only (timings in pytest's output differ run to run).
+        CMD[pytest]="sh -c '$PY -m pytest -q -p no:cacheprovider $ROOT/python/tests >/dev/null 2>&1; echo pytest exit \$?'"
+        ORDER+=(pytest)
+    else
+        note "skipping pytest: ${PY:-python3} has no pytest or no warmarena bindings (bash scripts/python-setup.sh)"
+    fi
+fi
+
+if want onnx; then
+    if [ -n "$PY" ] && "$PY" -c "import onnxruntime, warmarena" 2>/dev/null; then
+        CMD[onnx]="$PY $ROOT/python/examples/onnxruntime_outputs.py"; ORDER+=(onnx)
+    else
+        note "skipping onnx: ${PY:-python3} has no onnxruntime (or no warmarena bindings); nothing is downloaded"
+    fi
+fi
+
+if want prodcons_cxx; then
+    if command -v c++ >/dev/null 2>&1 && c++ -O2 -pthread -o "$WORK/prodcons_cxx" malloc/bench/prodcons.cpp; then
+        CMD[prodcons_cxx]="$WORK/prodcons_cxx 4 4 20000"; ORDER+=(prodcons_cxx)
+    else
+        note "skipping prodcons_cxx: no C++ compiler"
     fi
 fi
 
@@ -177,8 +225,8 @@ for prog in "${ORDER[@]}"; do
         best=""; rss=""; flt=""; failed=0
         out="$WORK/out.$prog.$alloc"
         for ((r = 0; r < REPS; r++)); do
-            # shellcheck disable=SC2086 # the command is a word list on purpose
-            res=$(measure "${LIB[$alloc]}" "$out" ${CMD[$prog]})
+            # The command is a word list (pytest's holds a quoted sh -c).
+            res=$(eval "measure \"\${LIB[\$alloc]}\" \"\$out\" ${CMD[$prog]}")
             if [ "$res" = fail ]; then failed=1; break; fi
             read -r el m f <<<"$res"
             if [ -z "$best" ] || awk -v a="$el" -v b="$best" 'BEGIN { exit !(a < b) }'; then
@@ -194,5 +242,16 @@ for prog in "${ORDER[@]}"; do
         echo "| $prog | $alloc | $best | $(awk -v k="$rss" 'BEGIN { printf "%.1f", k / 1024 }') | $flt | $same |"
     done
 done
+if [ -n "${CMD[numpy]:-}${CMD[numpy_gaps]:-}" ]; then
+    echo
+    echo "| NumPy loop | allocator | minor faults per warm step |"
+    echo "|---|---|---|"
+    for prog in numpy numpy_gaps; do
+        [ -n "${CMD[$prog]:-}" ] || continue
+        for alloc in "${ALLOCATORS[@]}"; do
+            echo "| $prog | $alloc | $(grep -h 'faults per warm step' "$WORK/out.$prog.$alloc.err" 2>/dev/null | tail -1 | sed 's/faults per warm step: //') |"
+        done
+    done
+fi
 echo
-echo "Machine: $(nproc) CPUs, $(awk -F: '/model name/ { print $2; exit }' /proc/cpuinfo | sed 's/^ *//'), $(uname -sr); $(ldd --version 2>/dev/null | head -1)"
+echo "Machine: $(nproc) CPUs, $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1), $(uname -sr); $(ldd --version 2>/dev/null | head -1); $(date -u +%Y-%m-%d)"

@@ -6,6 +6,8 @@
 //!   retention cap (default: unbounded), until run-aware retention lands.
 //! - `WARMARENA_HUGE_PAGES=0`: no transparent-huge-page advice.
 //! - `WARMARENA_DISABLE=1`: pass every call to the system allocator.
+//! - `WARMARENA_RUN_OWNERSHIP=0`: the arena's small path on thread caches
+//!   instead of run ownership (`ArenaConfig::run_ownership`), to compare.
 
 use core::ffi::c_char;
 
@@ -20,6 +22,7 @@ pub(crate) struct Config {
     pub(crate) retain_cap: Option<usize>,
     pub(crate) huge_pages: bool,
     pub(crate) disable: bool,
+    pub(crate) run_ownership: bool,
 }
 
 /// The value of `name` (bytes after `name=`), if set.
@@ -80,5 +83,6 @@ pub(crate) fn read() -> Config {
         retain_cap: var(b"WARMARENA_RETAIN_CAP").and_then(bytes),
         huge_pages: flag(b"WARMARENA_HUGE_PAGES").unwrap_or(true),
         disable: flag(b"WARMARENA_DISABLE").unwrap_or(false),
+        run_ownership: flag(b"WARMARENA_RUN_OWNERSHIP").unwrap_or(true),
     }
 }

@@ -50,6 +50,8 @@ mod internal;
 mod real;
 mod report;
 mod tls;
+#[cfg(warmarena_tsan)]
+mod tsan;
 
 use core::alloc::{GlobalAlloc, Layout};
 use core::cell::UnsafeCell;
@@ -116,7 +118,7 @@ fn start() -> u8 {
     } else {
         let mut c = ArenaConfig::default()
             .huge_pages(cfg.huge_pages)
-            .run_ownership(true);
+            .run_ownership(cfg.run_ownership);
         if let Some(cap) = cfg.retain_cap {
             c = c.retention_cap(cap);
         }
@@ -304,7 +306,7 @@ unsafe fn free_outside(p: *mut c_void, s: usize) {
 ///
 /// # Safety
 /// Safe to call from C at any time; the result is freed with [`free`].
-#[no_mangle]
+#[cfg_attr(not(warmarena_tsan), no_mangle)]
 pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
     alloc(size, MALLOC_ALIGN)
 }
@@ -314,7 +316,7 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
 ///
 /// # Safety
 /// `p` is null or a live pointer from a `malloc`-family function.
-#[no_mangle]
+#[cfg_attr(not(warmarena_tsan), no_mangle)]
 pub unsafe extern "C" fn free(p: *mut c_void) {
     if p.is_null() {
         return;
@@ -346,7 +348,7 @@ pub unsafe extern "C" fn cfree(p: *mut c_void) {
 ///
 /// # Safety
 /// As [`malloc`].
-#[no_mangle]
+#[cfg_attr(not(warmarena_tsan), no_mangle)]
 pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
     let Some(total) = n.checked_mul(size) else {
         return enomem();
@@ -388,7 +390,7 @@ pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
 ///
 /// # Safety
 /// `p` is null or a live pointer from a `malloc`-family function.
-#[no_mangle]
+#[cfg_attr(not(warmarena_tsan), no_mangle)]
 pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     if p.is_null() {
         return alloc(size, MALLOC_ALIGN);

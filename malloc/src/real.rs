@@ -38,6 +38,7 @@ fn find(name: &CStr) -> usize {
 /// Looks the replaced allocator's functions up. Free is published last:
 /// a pointer the system allocator served can exist only after its malloc
 /// was found.
+#[cfg(not(warmarena_tsan))]
 pub(crate) fn resolve() {
     POSIX_MEMALIGN.store(find(c"posix_memalign"), Ordering::Release);
     USABLE_SIZE.store(find(c"malloc_usable_size"), Ordering::Release);
@@ -48,6 +49,22 @@ pub(crate) fn resolve() {
     FREE.store(free, Ordering::Release);
     if free != 0 {
         MALLOC.store(find(c"malloc"), Ordering::Release);
+    }
+}
+
+/// The ThreadSanitizer build (`tsan.rs`): the sanitizer's runtime, loaded
+/// after this library, intercepts `malloc` and the rest, so `RTLD_NEXT`
+/// would find its allocator, which refuses the blocks glibc served before
+/// this library started. glibc's own entry points serve instead; aligned
+/// requests past the arena go to `internal`.
+#[cfg(warmarena_tsan)]
+pub(crate) fn resolve() {
+    REALLOC.store(find(c"__libc_realloc"), Ordering::Release);
+    CALLOC.store(find(c"__libc_calloc"), Ordering::Release);
+    let free = find(c"__libc_free");
+    FREE.store(free, Ordering::Release);
+    if free != 0 {
+        MALLOC.store(find(c"__libc_malloc"), Ordering::Release);
     }
 }
 

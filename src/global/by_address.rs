@@ -131,13 +131,7 @@ impl ExecutionArena {
     /// ```
     #[inline(always)]
     pub unsafe fn allocate_hit(&self, size: usize, align: usize) -> Option<NonNull<u8>> {
-        if !align.is_power_of_two() {
-            return None;
-        }
-        // SAFETY: a power-of-two alignment; `size` past `isize::MAX` less
-        // the alignment is no small class, so the class lookup refuses it
-        // before the layout is used for anything else.
-        let layout = unsafe { Layout::from_size_align_unchecked(size, align) };
+        let layout = Layout::from_size_align(size, align).ok()?;
         self.core.allocate_cached_layout(layout)
     }
 
