@@ -24,7 +24,6 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
-use warmarena::IoArena;
 
 const SIZES: &[usize] = &[
     16,
@@ -61,7 +60,7 @@ fn peer_pair<A: GlobalAlloc>(a: &A, layout: Layout, touch_pages: bool) {
 
 fn pairs(c: &mut Criterion) {
     let arena = arena::exec_arena();
-    let io = IoArena::new();
+    let io = arena::io_arena();
     let mi = mimalloc::MiMalloc;
     let je = tikv_jemallocator::Jemalloc;
     for touch_pages in [false, true] {
@@ -144,7 +143,7 @@ fn api2_rounds<A: allocator_api2::alloc::Allocator>(a: &A) -> Variant<'_> {
 /// The `pair` comparison as a fastest-of-rounds table (printed).
 fn fastest_of_rounds(_: &mut Criterion) {
     let arena = arena::exec_arena();
-    let io = IoArena::new();
+    let io = arena::io_arena();
     // Like for like with the peers, whose pointer is hidden from the
     // optimizer: the handle's pointer is.
     let arena_pairs = |l: Layout, n: u64| {

@@ -22,7 +22,6 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 use warmarena::global::{self, ScopedGlobal};
-use warmarena::ExecutionArena;
 
 #[global_allocator]
 static GLOBAL: ScopedGlobal = ScopedGlobal::system();
@@ -47,7 +46,7 @@ fn pairs<A: GlobalAlloc>(a: &A, layout: Layout, iters: u64) -> Duration {
 }
 
 fn pair(c: &mut Criterion) {
-    let arena = ExecutionArena::new();
+    let arena = arena::exec_arena();
     let mi = mimalloc::MiMalloc;
     let mut g = c.benchmark_group("pair");
     g.throughput(Throughput::Elements(1));
@@ -74,7 +73,7 @@ fn pair(c: &mut Criterion) {
 fn unscoped(c: &mut Criterion) {
     // Keep an arena's mappings registered near the heap, so owner lookups
     // for system pointers find a leaf (the slower of the lookup's two cases).
-    let arena = ExecutionArena::new();
+    let arena = arena::exec_arena();
     let held = global::scope(&arena, || vec![0u8; 1 << 20]);
     let mut g = c.benchmark_group("unscoped");
     g.throughput(Throughput::Elements(1));
@@ -91,6 +90,8 @@ fn unscoped(c: &mut Criterion) {
     drop(held);
 }
 
+#[path = "common/arena.rs"]
+mod arena;
 #[path = "common/rounds.rs"]
 mod rounds;
 
@@ -103,7 +104,7 @@ fn fastest_rounds(l: Layout, variants: &[rounds::Variant<'_>]) -> Vec<f64> {
 /// resolve fractions of a nanosecond where criterion's means on a loaded
 /// two-core machine do not.
 fn fastest_of_rounds(_: &mut Criterion) {
-    let arena = ExecutionArena::new();
+    let arena = arena::exec_arena();
     let mi = mimalloc::MiMalloc;
     let scoped = |l, n| {
         let _s = global::enter(&arena);

@@ -9,7 +9,8 @@
 //! too. On one thread every run after the first is warm; with several, a
 //! class that finds itself short in a later run takes new memory.
 //!
-//! `cargo run --release --example threads_warm [THREADS] [RUNS] [MIX]`,
+//! `cargo run --release --example threads_warm [THREADS] [RUNS] [MIX]`
+//! (with `WARMARENA_RUN_OWNERSHIP=1` or `0` to choose the small path),
 //! MIX `mixed` (90 % from 64 B to 1 KiB, 9 % to 64 KiB, 1 % to 1 MiB, as
 //! `benches/threads.rs`), `large` (64 KiB to 1 MiB only) or `moving`.
 //!
@@ -23,7 +24,7 @@
 use allocator_api2::alloc::{Allocator, Layout};
 use std::ptr::NonNull;
 use std::sync::{Arc, Barrier};
-use warmarena::ExecutionArena;
+use warmarena::{ArenaConfig, ExecutionArena};
 
 /// Live buffers per thread.
 const LIVE: usize = 64;
@@ -115,7 +116,12 @@ fn main() {
     let mix = args.next().unwrap_or_default();
     let (large_only, moving) = (mix == "large", mix == "moving");
     let bands: Arc<Vec<Vec<usize>>> = Arc::new((0..threads).map(band).collect());
-    let arena = ExecutionArena::new();
+    let config = match std::env::var("WARMARENA_RUN_OWNERSHIP").as_deref() {
+        Ok("1") => ArenaConfig::default().run_ownership(true),
+        Ok("0") => ArenaConfig::default().run_ownership(false),
+        _ => ArenaConfig::default(),
+    };
+    let arena = ExecutionArena::with_config(config);
     let bar = Arc::new(Barrier::new(threads + 1));
     let workers: Vec<_> = (0..threads)
         .map(|t| {

@@ -24,6 +24,9 @@ RUSTDOCFLAGS="-D warnings" cargo doc "${RUST_CRATES[@]}" --no-deps --document-pr
 # history references ("stop" or "issue" and a number) in Markdown and code,
 # and on a path ARCHITECTURE.md names that does not exist.
 echo "== cargo test (unit, integration, doctests)"
+# libwarmarena.so (malloc/) is a cdylib without a test harness: its tests
+# run C programs under LD_PRELOAD of the library built here first.
+cargo build -p warmarena-malloc
 cargo test "${RUST_CRATES[@]}" --all-targets --no-fail-fast
 cargo test "${RUST_CRATES[@]}" --doc
 

@@ -1,15 +1,27 @@
-//! The execution arena a bench measures: the default configuration, or
-//! with `WARMARENA_BENCH_RUN_OWNERSHIP=1` the small path on run ownership
-//! (`ArenaConfig::run_ownership`), so both paths run the same benches.
+//! The arenas a bench measures: the default configuration, or with
+//! `WARMARENA_BENCH_RUN_OWNERSHIP=1` (or `0`) the small path on run
+//! ownership (or the thread caches), so both small paths run the same
+//! benches while both exist.
 
-use warmarena::{ArenaConfig, ExecutionArena};
+use warmarena::{ArenaConfig, ExecutionArena, IoArena};
 
-/// Whether this run measures the run-owning small path.
-pub fn run_ownership() -> bool {
-    std::env::var("WARMARENA_BENCH_RUN_OWNERSHIP").is_ok_and(|v| v == "1")
+/// The configuration this run measures.
+pub fn config() -> ArenaConfig {
+    let config = ArenaConfig::default();
+    match std::env::var("WARMARENA_BENCH_RUN_OWNERSHIP").as_deref() {
+        Ok("1") => config.run_ownership(true),
+        Ok("0") => config.run_ownership(false),
+        _ => config,
+    }
 }
 
 /// A new execution arena in the configuration this run measures.
 pub fn exec_arena() -> ExecutionArena {
-    ExecutionArena::with_config(ArenaConfig::default().run_ownership(run_ownership()))
+    ExecutionArena::with_config(config())
+}
+
+/// A new I/O arena in the configuration this run measures.
+#[allow(dead_code)] // not every bench has an I/O arena
+pub fn io_arena() -> IoArena {
+    IoArena::with_config(config())
 }

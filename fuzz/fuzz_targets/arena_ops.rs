@@ -295,11 +295,15 @@ struct World {
 }
 
 /// The model places the execution heap by best fit: learned placement is
-/// off (its own tests are `src/arena/heap/learn_tests.rs`).
+/// off (its own tests are `src/arena/heap/learn_tests.rs`). The policy
+/// model is the block path's (per-buffer retention): the run-owning small
+/// path keeps and releases whole runs and has its own model
+/// (`tests/suite/run_model.rs`).
 fn config() -> ArenaConfig {
     ArenaConfig::default()
         .huge_pages(false)
         .learn_placement(false)
+        .run_ownership(false)
 }
 
 impl World {

@@ -393,7 +393,11 @@ mod tests {
 
     /// A retained 4 KiB buffer in an arena without thread caches.
     fn arena_with_a_warm_block() -> IoArena {
-        let a = IoArena::with_config(ArenaConfig::default().thread_cache(false));
+        let a = IoArena::with_config(
+            ArenaConfig::default()
+                .thread_cache(false)
+                .run_ownership(false),
+        );
         drop(a.allocate(4096, 64).unwrap());
         assert_eq!(a.check_invariants(), Ok(()));
         a

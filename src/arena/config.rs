@@ -49,11 +49,12 @@ pub struct ArenaConfig {
     /// only under Miri. See `docs/warm-fidelity.md`.
     pub learn_placement: bool,
     /// Serve the small classes (below 64 KiB) from per-thread heaps that
-    /// own whole runs (default: off while it is measured against the
-    /// thread caches): a local free goes back to its run's free list, a
-    /// free on another thread is one compare-exchange onto the run's
-    /// remote list, and empty runs go back to the arena. Ignored with
-    /// pattern mode. See `docs/threads.md`.
+    /// own whole runs (default: off, until it matches the thread caches on
+    /// pools whose tasks move between workers): a local free goes back to
+    /// its run's free list, a free on another thread is one
+    /// compare-exchange onto the run's remote list, and empty runs go back
+    /// to the arena. Off, the thread caches serve them (`thread_cache`).
+    /// Ignored with pattern mode. See `docs/threads.md`.
     pub run_ownership: bool,
 }
 

@@ -809,6 +809,17 @@ impl ArenaCore {
     ) -> Option<NonNull<PinRecord>> {
         // SAFETY: the caller guarantees the body is alive.
         let core = unsafe { this.as_ref() };
+        if core.small_owned && block == NIL {
+            if let Some(c) = core.small_class_at(addr) {
+                // A run slot has no block: its record is the small path's.
+                let mut st = core.lock();
+                let cap = capacity(c);
+                let rec = st.small.pin_slot(this.as_ptr(), addr, len, cap)?;
+                st.stats.leased_bytes += cap;
+                st.stats.leases += 1;
+                return Some(rec);
+            }
+        }
         let mut st = core.lock();
         // A buffer served from a thread cache may not know its record.
         let block = if block == NIL {
@@ -854,6 +865,19 @@ impl ArenaCore {
         let info = unsafe { rec.as_ref().info() };
         // SAFETY: a pinned buffer is live, so its arena body is alive.
         let this = unsafe { NonNull::new_unchecked(info.core) };
+        if let Some(id) = super::small::slot_pin_id(info.block) {
+            // SAFETY: as above: the slot, still live, keeps the body.
+            let core = unsafe { this.as_ref() };
+            let mut st = core.lock();
+            st.stats.leased_bytes -= info.cap;
+            st.stats.leases -= 1;
+            st.small.unpin_slot(id);
+            drop(st);
+            // SAFETY: a live slot of this arena's run-owned small path, its
+            // last owner gone; nothing uses `core` afterwards.
+            unsafe { super::small::free(core, class_of_classed(info.cap), info.addr) };
+            return;
+        }
         // SAFETY: as above; nothing uses `this` afterwards.
         unsafe {
             Self::locked_last_out(this, |st, core| {
@@ -989,8 +1013,16 @@ impl ArenaCore {
         super::owners::small_class_owned_by(addr, self.as_owner())
     }
 
-    /// The live block starting at `addr` and its capacity.
+    /// The live block starting at `addr` and its capacity. With run
+    /// ownership a small slot has no block: any slot start of a run of
+    /// this arena answers (`NIL`, its capacity); whether the slot is live
+    /// is the caller's to know, as with C's `free`.
     pub(crate) fn live_block_at(&self, addr: usize) -> Option<(u32, usize)> {
+        if self.small_owned {
+            if let Some(c) = self.small_class_at(addr) {
+                return super::small::is_slot_start(addr, c).then(|| (NIL, capacity(c)));
+            }
+        }
         if self.pattern_on {
             if let Some(cap) = self.planned_cap_at(addr) {
                 return Some((super::pattern::seam::PLANNED_BLOCK, cap));
@@ -1071,10 +1103,12 @@ impl ArenaCore {
         tcache::flush_own(&mut st, self);
         tcache::claim_offers(&mut st, self, |_| true);
         tcache::drain_stash(&mut st, self, false);
+        // This thread's heap gives its empty runs back while its epoch
+        // still matches; other heaps at their next operation.
+        let small = super::small::trim(&mut st, self);
         let e = tcache::epoch::after_trim(self.epoch.load(Relaxed));
         self.epoch.store(e, Relaxed);
         st.trim_epoch = e;
-        let small = super::small::trim(&mut st, self);
         let total = st.trim(&self.os) + small;
         st.stats.trimmed_bytes += small;
         total
@@ -1224,10 +1258,9 @@ impl CoreHandle {
                 stash: tcache::Stash::new(tcache::STASH_CLASSES),
                 cache_threads: core::sync::atomic::AtomicUsize::new(0),
                 pattern_on,
-                // Execution arenas only: an I/O arena's buffers are
-                // exported as leases, whose owner counts are kept per
-                // block record.
-                small_owned: config.run_ownership && !pattern_on && kind == ArenaKind::Execution,
+                // Under loom the arena models see the locked path alone (the
+                // small path has its own models on `Run`).
+                small_owned: config.run_ownership && !pattern_on && !cfg!(loom),
                 // The execution heap's thread (a thread-local's address:
                 // never 0), set below for arenas with a heap; pattern mode
                 // keeps the class lists.

@@ -85,9 +85,13 @@ fn run_ops(ops: Vec<Op>, exec: bool) -> Result<(), TestCaseError> {
     // The model places the heap's buffers by best fit: learned placement
     // (which plans an epoch that repeats) is off here, and the replay
     // property below covers it.
+    // The policy model is the block path's (per-buffer retention): the
+    // run-owning small path keeps and releases whole runs and has its own
+    // model (`run_model.rs`).
     let config = ArenaConfig::default()
         .huge_pages(false)
-        .learn_placement(false);
+        .learn_placement(false)
+        .run_ownership(false);
     let (arena, mut model) = if exec {
         (
             Arena::Exec(ExecutionArena::with_config(config)),

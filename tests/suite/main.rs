@@ -21,6 +21,7 @@ mod handle_model;
 mod handle_rules;
 mod handle_warm_path;
 mod pattern_mode;
+mod run_model;
 mod session_graph_errors;
 mod session_net;
 mod session_planned;

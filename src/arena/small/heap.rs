@@ -10,9 +10,14 @@ use super::SMALL_CLASSES;
 use crate::arena::blocks::NIL;
 use crate::arena::shared::ArenaCore;
 use crate::arena::state::{ArenaState, Grant};
+use crate::arena::tcache::epoch::NO_CACHE;
 use core::ptr::{null_mut, NonNull};
-use core::sync::atomic::AtomicU64;
 use core::sync::atomic::Ordering::Relaxed;
+use core::sync::atomic::{AtomicBool, AtomicU64};
+
+/// How many slow paths a heap's empty current run waits before it goes
+/// back to the arena.
+const RETIRE_TICKS: u32 = 16;
 
 /// A heap's counts, each written by its thread alone (a load and a store,
 /// no read-modify-write), read by `stats()` under the arena's lock.
@@ -78,10 +83,33 @@ pub(crate) struct ThreadHeap {
     /// Per class, the heap's other runs.
     pub(crate) runs: [RunList; SMALL_CLASSES],
     pub(crate) counters: Counters,
+    /// Set by a thread whose free starts a remote list on one of this
+    /// heap's runs: until the heap has collected, it takes no fresh slot.
+    /// Heaps are kept until their arena goes (`Pool::spare_heaps`), so a
+    /// late store here never reaches freed memory.
+    remote: AtomicBool,
+    /// Slow paths taken so far: the clock of retirement.
+    ticks: u32,
+    /// Per class, the tick at which its current run emptied, while it
+    /// stays empty (retired); `u32::MAX` when it is not.
+    retired_at: [u32; SMALL_CLASSES],
+    /// Classes whose current run is retired.
+    retired: usize,
     /// Bytes this thread allocated less those it freed: the arena's small
     /// live bytes when it is the only thread (the peak's term).
     live: usize,
     peak: usize,
+}
+
+/// Tells heap `owner` (a run owner's address; 0 for none) that a remote
+/// free started a list on one of its runs. The heap's memory outlives
+/// every run it may have owned (it is freed with its arena).
+pub(crate) fn notify(owner: usize) {
+    if owner != 0 {
+        // SAFETY: a heap's memory lives as long as its arena, which the
+        // caller's live slot keeps; only the atomic is touched.
+        unsafe { (*(owner as *const ThreadHeap)).remote.store(true, Relaxed) };
+    }
 }
 
 impl ThreadHeap {
@@ -92,9 +120,27 @@ impl ThreadHeap {
             cur: [null_mut(); SMALL_CLASSES],
             runs: [RunList::EMPTY; SMALL_CLASSES],
             counters: Counters::default(),
+            remote: AtomicBool::new(false),
+            ticks: 0,
+            retired_at: [u32::MAX; SMALL_CLASSES],
+            retired: 0,
             live: 0,
             peak: 0,
         }
+    }
+
+    /// Makes a heap that left its arena ready for another thread (under
+    /// the lock; its runs were given back and its counters folded). The
+    /// remote flag stays: other threads may still store to it.
+    pub(crate) fn reset(&mut self, seen: u64) {
+        debug_assert!(self.cur.iter().all(|r| r.is_null()));
+        self.seen = seen;
+        self.ticks = 0;
+        self.retired_at = [u32::MAX; SMALL_CLASSES];
+        self.retired = 0;
+        self.counters = Counters::default();
+        self.live = 0;
+        self.peak = 0;
     }
 
     /// Bytes this thread allocated less those it freed.
@@ -109,16 +155,23 @@ impl ThreadHeap {
     }
 
     /// A slot of class `c` from the current run (freed, else fresh below
-    /// its limit), or `None`.
+    /// its limit while no remote free is waiting to be collected), or
+    /// `None`.
     #[inline(always)]
     pub(crate) fn take(&mut self, c: usize) -> Option<Grant> {
+        let fresh = !self.remote.load(Relaxed);
+        self.take_in(c, fresh)
+    }
+
+    #[inline(always)]
+    fn take_in(&mut self, c: usize, fresh: bool) -> Option<Grant> {
         let r = self.cur[c];
         if r.is_null() {
             return None;
         }
         // SAFETY: the heap's current run: a live header its thread owns.
         let run = unsafe { &mut *r };
-        let (p, cold) = run.take();
+        let (p, cold) = run.take(fresh);
         if p == 0 {
             return None;
         }
@@ -180,13 +233,28 @@ impl ThreadHeap {
             let run = unsafe { &mut *r };
             run.push(p);
             self.note_freed(run.cap as usize);
-            if run.used == 0 && r != self.cur[c] {
-                self.run_emptied(c, r);
+            let cur = self.cur[c];
+            if r != cur {
+                // A freed slot elsewhere in the heap comes before the
+                // current run's untouched pages: its open fresh slots close.
+                if !cur.is_null() {
+                    // SAFETY: the current run is this heap's.
+                    unsafe { (*cur).limit = (*cur).fresh };
+                }
+                if run.used == 0 {
+                    self.run_emptied(c, r);
+                }
+            } else if run.used == 0 {
+                if self.seen & NO_CACHE != 0 {
+                    self.run_emptied(c, r);
+                } else {
+                    self.retire(c);
+                }
             }
             return true;
         }
         // SAFETY: the caller's contract.
-        if unsafe { push_remote(r, p) } {
+        if unsafe { push_remote(r, p, notify) } {
             // SAFETY: as above; `cap` never changes while a slot is live.
             self.note_freed(unsafe { (*r).cap } as usize);
             return true;
@@ -194,16 +262,23 @@ impl ThreadHeap {
         false
     }
 
-    /// An owned run besides the current one emptied: back to the arena.
+    /// An owned run besides the current one emptied (or the current one,
+    /// under a retention cap below `epoch::MIN_CAP_FOR_CACHE`, where a heap
+    /// keeps no empty run): back to the arena.
     #[cold]
     #[inline(never)]
     fn run_emptied(&mut self, c: usize, r: *mut Run) {
         // SAFETY: the heap's arena outlives it.
         let core = unsafe { &*self.core };
         let mut st = core.lock();
-        // SAFETY: `r` is on this heap's list of class `c`.
+        // SAFETY: `r` is this heap's: its current run or on its list of
+        // class `c`.
         unsafe {
-            self.runs[c].unlink(r);
+            if r == self.cur[c] {
+                self.cur[c] = null_mut();
+            } else {
+                self.runs[c].unlink(r);
+            }
             (*r).abandon();
             st.small.take_back(c, r);
         }
@@ -211,41 +286,120 @@ impl ThreadHeap {
     }
 
     /// A slot of class `c` past the current run's free list, in this
-    /// order: slots other threads freed into the current run, freed slots
-    /// of the heap's other runs, fresh slots of the current run, of the
-    /// other runs, then a run from `arena` (adopted or new); `None` when
-    /// the arena has no memory for one. Freed slots anywhere in the heap
-    /// come before untouched pages.
+    /// order: slots other threads freed into the current run; freed slots
+    /// of the heap's other runs (their remote frees collected); a run the
+    /// arena holds (`arena(owner, false)`: abandoned, else empty); fresh
+    /// slots of the current run, then of the other runs; a new run
+    /// (`arena(owner, true)`). `None` when the arena has no memory for one.
+    /// So every freed slot the heap or the arena holds is used before an
+    /// untouched page, and a repeated run takes no new memory.
     pub(crate) fn refill(
         &mut self,
         c: usize,
-        arena: impl FnOnce(usize) -> Option<*mut Run>,
+        mut arena: impl FnMut(usize, bool) -> Option<*mut Run>,
     ) -> Option<Grant> {
+        // Every remote free from here on sets the flag again.
+        self.remote.store(false, Relaxed);
+        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
         let r = self.cur[c];
         // SAFETY: the current run is a live header this heap owns.
         if !r.is_null() && unsafe { (*r).collect() } > 0 {
-            return self.take(c);
+            return self.take_in(c, true);
         }
         if let Some(s) = self.find(c, |run| {
             run.collect();
             run.free != 0
         }) {
             self.make_current(c, s);
-            return self.take(c);
+            return self.take_in(c, true);
+        }
+        while let Some(s) = arena(self.id(), false) {
+            // SAFETY: a run just adopted by this heap.
+            let run = unsafe { &mut *s };
+            if run.free != 0 || run.open_fresh() {
+                self.make_current(c, s);
+                return self.take_in(c, true);
+            }
+            // Full (its live slots elsewhere): kept with the heap's others.
+            // SAFETY: owned now, on no list.
+            unsafe { self.runs[c].push_back(s) };
         }
         // SAFETY: as above.
         if !r.is_null() && unsafe { (*r).open_fresh() } {
-            return self.take(c);
+            return self.take_in(c, true);
         }
         if let Some(s) = self.find(c, Run::open_fresh) {
             self.make_current(c, s);
-            return self.take(c);
+            return self.take_in(c, true);
         }
-        let s = arena(self.id())?;
-        // SAFETY: a run just adopted or carved for this heap.
+        let s = arena(self.id(), true)?;
+        // SAFETY: a run just carved for this heap.
         unsafe { (*s).open_fresh() };
         self.make_current(c, s);
-        self.take(c)
+        self.take_in(c, true)
+    }
+
+    /// Class `c`'s current run just emptied: it stays, for a repeated
+    /// allocate-and-free of the class, until `RETIRE_TICKS` slow paths
+    /// later (`tick`).
+    #[cold]
+    fn retire(&mut self, c: usize) {
+        if self.retired_at[c] == u32::MAX {
+            self.retired_at[c] = self.ticks;
+            self.retired += 1;
+        }
+    }
+
+    /// A slow path of a thread heap for class `c` begins: one tick, and the
+    /// current runs that stayed empty for `RETIRE_TICKS` slow paths (but
+    /// class `c`'s, about to be served) go back to the arena, so a pool's
+    /// worker that moved on to other classes does not keep them from the
+    /// next worker (mimalloc's retired pages).
+    pub(crate) fn tick(&mut self, c: usize) {
+        self.ticks = self.ticks.wrapping_add(1);
+        if self.retired == 0 {
+            return;
+        }
+        let mut due = [null_mut::<Run>(); SMALL_CLASSES];
+        let mut n = 0;
+        let ticks = self.ticks;
+        for (k, (at, cur)) in self
+            .retired_at
+            .iter_mut()
+            .zip(self.cur.iter_mut())
+            .enumerate()
+        {
+            if *at == u32::MAX {
+                continue;
+            }
+            let r = *cur;
+            // SAFETY: the current run is this heap's.
+            if r.is_null() || unsafe { (*r).used } != 0 {
+                *at = u32::MAX;
+                self.retired -= 1;
+            } else if k != c && ticks.wrapping_sub(*at) >= RETIRE_TICKS {
+                *at = u32::MAX;
+                self.retired -= 1;
+                *cur = null_mut();
+                due[k] = r;
+                n += 1;
+            }
+        }
+        if n == 0 {
+            return;
+        }
+        // SAFETY: the heap's arena outlives it.
+        let core = unsafe { &*self.core };
+        let mut st = core.lock();
+        for (k, &r) in due.iter().enumerate() {
+            if !r.is_null() {
+                // SAFETY: an empty run this heap owned, on no list.
+                unsafe {
+                    (*r).abandon();
+                    st.small.take_back(k, r);
+                }
+            }
+        }
     }
 
     /// The first of the heap's other runs of class `c` that `ok` accepts,

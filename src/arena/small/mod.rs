@@ -75,6 +75,25 @@ pub(crate) fn own_live(core: *const ArenaCore) -> usize {
     thread::own_live(core)
 }
 
+/// A pin record's block number that names a slot's record: this bit set,
+/// the record's number in the small path's table below it.
+pub(crate) const SLOT_PIN: u32 = 1 << 31;
+
+/// The slot pin record number a pinned buffer's block number names, if it
+/// names one.
+pub(crate) fn slot_pin_id(block: u32) -> Option<u32> {
+    (block != crate::arena::blocks::NIL && block & SLOT_PIN != 0).then_some(block & !SLOT_PIN)
+}
+
+/// Whether `addr`, inside a run of class `c`, is where one of its slots
+/// starts (arithmetic only: nothing another thread writes is read).
+pub(crate) fn is_slot_start(addr: usize, c: Class) -> bool {
+    let cap = capacity(c);
+    let base = addr & !(super::RUN_LEN - 1);
+    let first = run::first_slot(base, cap);
+    addr >= first && (addr - first) % cap == 0 && addr + cap <= base + super::RUN_LEN
+}
+
 /// Counts a payload copy on this thread's heap; `false` (nothing
 /// counted) without a current heap.
 pub(crate) fn note_copy(core: &ArenaCore, bytes: usize) -> bool {
@@ -108,12 +127,16 @@ pub(crate) fn allocate(core: &ArenaCore, c: Class) -> Option<Grant> {
 #[inline(never)]
 fn allocate_slow(core: &ArenaCore, c: Class) -> Option<Grant> {
     if let Some(h) = thread::current(core) {
-        return h.refill(c, |owner| new_run(core, c, owner));
+        h.tick(c);
+        return h.refill(c, |owner, carve| new_run(core, c, owner, carve));
     }
     match thread::heap_for(core) {
         Some(h) => match h.take(c) {
             Some(g) => Some(g),
-            None => h.refill(c, |owner| new_run(core, c, owner)),
+            None => {
+                h.tick(c);
+                h.refill(c, |owner, carve| new_run(core, c, owner, carve))
+            }
         },
         None => {
             // No heap for this thread (its thread-locals are gone, or it
@@ -124,21 +147,27 @@ fn allocate_slow(core: &ArenaCore, c: Class) -> Option<Grant> {
             let h = unsafe { &mut *h.as_ptr() };
             match h.take(c) {
                 Some(g) => Some(g),
-                None => h.refill(c, |owner| run_locked(&mut st, core, c, owner)),
+                None => h.refill(c, |owner, carve| run_locked(&mut st, core, c, owner, carve)),
             }
         }
     }
 }
 
-/// A run of class `c` for heap `owner`: adopted, else carved.
-fn new_run(core: &ArenaCore, c: Class, owner: usize) -> Option<*mut Run> {
+/// A run of class `c` for heap `owner`: adopted, or with `carve` new.
+fn new_run(core: &ArenaCore, c: Class, owner: usize, carve: bool) -> Option<*mut Run> {
     let mut st = core.lock();
-    run_locked(&mut st, core, c, owner)
+    run_locked(&mut st, core, c, owner, carve)
 }
 
-fn run_locked(st: &mut ArenaState, core: &ArenaCore, c: Class, owner: usize) -> Option<*mut Run> {
-    if let Some(r) = st.small.adopt(c, owner) {
-        return Some(r);
+fn run_locked(
+    st: &mut ArenaState,
+    core: &ArenaCore,
+    c: Class,
+    owner: usize,
+    carve: bool,
+) -> Option<*mut Run> {
+    if !carve {
+        return st.small.adopt(c, owner);
     }
     let _m = metadata::enter();
     let base = st.cut_small_run(c, &core.os).ok()?;
@@ -218,7 +247,7 @@ unsafe fn free_locked(st: &mut ArenaState, c: Class, r: *mut Run, p: usize) {
     } else {
         // Adopted since the push failed: its owner collects it.
         // SAFETY: the caller's contract.
-        let pushed = unsafe { run::push_remote(r, p) };
+        let pushed = unsafe { run::push_remote(r, p, heap::notify) };
         debug_assert!(pushed, "a run is abandoned only under the lock");
     }
 }

@@ -13,6 +13,7 @@
 use super::heap::{Counters, ThreadHeap, Totals};
 use super::run::Run;
 use super::SMALL_CLASSES;
+use crate::arena::pins::{PinInfo, PinRecord, PinTable};
 use crate::arena::shared::ArenaCore;
 use crate::os::{self, OsCounters};
 use core::ptr::{null_mut, NonNull};
@@ -99,6 +100,15 @@ pub(crate) struct Pool {
     pub(crate) folded: Totals,
     /// The heap of threads that cannot keep one, used under the lock.
     locked: Option<NonNull<ThreadHeap>>,
+    /// Heaps whose threads let go, kept for the next thread: a heap's
+    /// memory lives as long as the arena (remote frees may still store to
+    /// its flag).
+    pub(crate) spare_heaps: Vec<NonNull<ThreadHeap>>,
+    /// Pin records of slots exported as leases (a slot has no block
+    /// record), and the record numbers free for reuse.
+    pins: PinTable,
+    free_pins: Vec<u32>,
+    pins_made: u32,
     /// Slots and bytes whose pages were released since they were written.
     released_slots: u64,
     released_bytes: u64,
@@ -110,9 +120,19 @@ unsafe impl Send for Pool {}
 
 impl Drop for Pool {
     fn drop(&mut self) {
-        if let Some(h) = self.locked.take() {
-            let _m = crate::arena::metadata::enter();
-            // SAFETY: made by `Box::leak` in `locked_heap`, used by nothing now.
+        let _m = crate::arena::metadata::enter();
+        debug_assert!(
+            self.heaps.is_empty(),
+            "the body goes with no heap registered"
+        );
+        for h in self
+            .locked
+            .take()
+            .into_iter()
+            .chain(self.spare_heaps.drain(..))
+        {
+            // SAFETY: made by `Box::leak` (`locked_heap`, `thread::make`);
+            // the arena goes, so nothing uses it now.
             drop(unsafe { Box::from_raw(h.as_ptr()) });
         }
     }
@@ -127,6 +147,10 @@ impl Default for Pool {
             heaps: Vec::new(),
             folded: Totals::default(),
             locked: None,
+            spare_heaps: Vec::new(),
+            pins: PinTable::default(),
+            free_pins: Vec::new(),
+            pins_made: 0,
             released_slots: 0,
             released_bytes: 0,
         }
@@ -202,6 +226,56 @@ impl Pool {
                 self.empty[c].push_front(r);
             }
         }
+    }
+
+    /// Pins the live slot at `addr` (of capacity `cap`, logical length
+    /// `len`) for shared ownership: a record with one owner whose block
+    /// number names the record ([`super::slot_pin_id`]); `None` when no
+    /// record can be made.
+    pub(crate) fn pin_slot(
+        &mut self,
+        core: *mut ArenaCore,
+        addr: usize,
+        len: usize,
+        cap: usize,
+    ) -> Option<NonNull<PinRecord>> {
+        let _m = crate::arena::metadata::enter();
+        let id = match self.free_pins.pop() {
+            Some(id) => id,
+            None => {
+                let id = self.pins_made;
+                if id >= super::SLOT_PIN - 1 {
+                    return None;
+                }
+                self.pins.ensure(id as usize + 1).ok()?;
+                self.free_pins.try_reserve(id as usize + 1).ok()?;
+                self.pins_made += 1;
+                id
+            }
+        };
+        let rec = self.pins.record(id)?;
+        // SAFETY: records live as long as the pool; this one is unpinned
+        // (its number was free) and the lock is held.
+        let r = unsafe { rec.as_ref() };
+        // SAFETY: as above.
+        unsafe {
+            r.set_info(PinInfo {
+                core,
+                addr,
+                len,
+                cap,
+                block: super::SLOT_PIN | id,
+            })
+        };
+        r.refs.store(1, crate::sync::rc::Ordering::Relaxed);
+        Some(rec)
+    }
+
+    /// Slot pin record `id` is free again (its last owner let go).
+    pub(crate) fn unpin_slot(&mut self, id: u32) {
+        // Room for every record made was reserved when it was made.
+        debug_assert!(self.free_pins.len() < self.free_pins.capacity());
+        self.free_pins.push(id);
     }
 
     /// The arena's own heap, for threads that cannot keep one (made on

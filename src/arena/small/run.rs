@@ -128,10 +128,10 @@ impl Run {
         first + (self.base() + RUN_LEN - first) / cap * cap
     }
 
-    /// Takes the newest free slot, else a fresh one below the limit
-    /// (`true`: a cold one); 0 when neither is there.
+    /// Takes the newest free slot, else (with `fresh`) a fresh one below
+    /// the limit (`true`: a cold one); 0 when neither is there.
     #[inline(always)]
-    pub(crate) fn take(&mut self) -> (usize, bool) {
+    pub(crate) fn take(&mut self, fresh: bool) -> (usize, bool) {
         let p = self.free;
         if p != 0 {
             // SAFETY: a free-list slot's first word is its link, written
@@ -141,7 +141,7 @@ impl Run {
             return (p, false);
         }
         let p = self.fresh;
-        if p < self.limit {
+        if fresh && p < self.limit {
             self.fresh = p + self.cap as usize;
             self.used += 1;
             return (p, true);
@@ -243,19 +243,24 @@ impl Run {
 /// A free by a thread that does not own the run of `p`: one
 /// compare-exchange onto the run's `thread_free`. `false` (nothing
 /// changed) when the arena owns the run: the caller frees under the lock.
+/// Before a push onto an empty list, `first(owner)` tells the owner (while
+/// the slot, still live, keeps the arena).
 ///
 /// # Safety
 /// `p` is a live slot of `run` that the caller gives up (a live slot keeps
 /// its run's region mapped: see the module docs of `small`).
 #[inline]
-pub(crate) unsafe fn push_remote(run: *const Run, p: usize) -> bool {
-    // SAFETY: headers of mapped regions are live `Run`s; only the atomic is
-    // touched.
-    let tf = unsafe { &(*run).thread_free };
+pub(crate) unsafe fn push_remote(run: *const Run, p: usize, first: impl Fn(usize)) -> bool {
+    // SAFETY: headers of mapped regions are live `Run`s; only the atomics
+    // are touched.
+    let (tf, owner) = unsafe { (&(*run).thread_free, &(*run).owner) };
     let mut head = tf.load(Ordering::Relaxed);
     loop {
         if head & ABANDONED != 0 {
             return false;
+        }
+        if head == 0 {
+            first(owner.load(Ordering::Relaxed));
         }
         // SAFETY: the slot is the caller's to write until the push lands.
         unsafe { (p as *mut usize).write(head) };
@@ -301,27 +306,32 @@ mod tests {
         // SAFETY: `base` is a region-aligned buffer this test owns.
         let run = unsafe { &mut *Run::init(base, 64, 8) };
         assert_eq!(run.base(), base);
-        assert_eq!(run.take(), (0, false), "nothing opened yet");
+        assert_eq!(run.take(true), (0, false), "nothing opened yet");
         assert!(run.open_fresh());
-        let (a, cold_a) = run.take();
-        let (b, cold_b) = run.take();
+        assert_eq!(run.take(false), (0, false), "fresh slots only when asked");
+        let (a, cold_a) = run.take(true);
+        let (b, cold_b) = run.take(true);
         assert_eq!(
             (a, b - a, run.used, cold_a, cold_b),
             (run.first(), 64, 2, true, true)
         );
         // SAFETY: `b` is a live slot of the run, given up here.
-        assert!(unsafe { push_remote(run, b) });
+        assert!(unsafe { push_remote(run, b, |_| {}) });
         assert_eq!(run.used, 2, "a remote free counts until collected");
         assert_eq!(run.collect(), 1);
         assert_eq!(run.used, 1);
-        assert_eq!(run.take(), (b, false), "the collected slot is reused first");
+        assert_eq!(
+            run.take(true),
+            (b, false),
+            "the collected slot is reused first"
+        );
         run.push(a);
         run.push(b);
         assert_eq!(run.abandon(), 0);
         assert!(run.abandoned());
         // SAFETY: `a`'s slot, as if it were live.
         assert!(
-            !unsafe { push_remote(run, a) },
+            !unsafe { push_remote(run, a, |_| {}) },
             "an abandoned run takes no push"
         );
         run.adopt(16);
@@ -341,7 +351,7 @@ mod tests {
         let mut seen = Vec::new();
         while run.open_fresh() {
             loop {
-                let (p, _) = run.take();
+                let (p, _) = run.take(true);
                 if p == 0 {
                     break;
                 }
@@ -356,5 +366,98 @@ mod tests {
         assert!(seen
             .iter()
             .all(|p| (p - base) % cap == 0 && p + cap <= base + RUN_LEN));
+    }
+}
+
+/// The thread-free protocol on the real [`Run`] under loom: a free on
+/// another thread races the owner giving the run up (and another heap
+/// taking it), and the slot comes back exactly once, with nothing
+/// written to the run after its push unless the run is still owned.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::{Arc, Mutex};
+
+    /// A run with one live slot, leaked for the model's threads: the slot
+    /// memory and the header as plain words.
+    fn run_with_live_slot() -> (usize, usize) {
+        let slot = Box::leak(Box::new([0usize; 4])).as_mut_ptr() as usize;
+        let run = Box::leak(Box::new(Run {
+            thread_free: AtomicUsize::new(0),
+            owner: AtomicUsize::new(8),
+            free: 0,
+            fresh: 0,
+            limit: 0,
+            prev: null_mut(),
+            next: null_mut(),
+            cap: 32,
+            used: 1,
+        })) as *mut Run as usize;
+        (run, slot)
+    }
+
+    /// What a freeing thread does: push, else free under the lock into a
+    /// run the arena owns, else (adopted meanwhile) push again.
+    fn free_elsewhere(run: usize, slot: usize, lock: &Mutex<()>) {
+        let r = run as *mut Run;
+        // SAFETY: the slot is live and the run's header outlives the model.
+        if unsafe { push_remote(r, slot, |_| {}) } {
+            return;
+        }
+        let _g = lock.lock().unwrap();
+        // SAFETY: under the lock: the arena owns an abandoned run.
+        unsafe {
+            if (*r).abandoned() {
+                (*r).push(slot);
+            } else {
+                assert!(push_remote(r, slot, |_| {}), "owned again: the push lands");
+            }
+        }
+    }
+
+    #[test]
+    fn loom_a_remote_free_racing_abandon_comes_back_once() {
+        loom::model(|| {
+            let (run, slot) = run_with_live_slot();
+            let lock = Arc::new(Mutex::new(()));
+            let l2 = Arc::clone(&lock);
+            let t = loom::thread::spawn(move || free_elsewhere(run, slot, &l2));
+            {
+                let _g = lock.lock().unwrap();
+                // SAFETY: the owner gives the run up under the lock.
+                unsafe { (*(run as *mut Run)).abandon() };
+            }
+            t.join().unwrap();
+            // SAFETY: every thread is done with the run.
+            let r = unsafe { &mut *(run as *mut Run) };
+            assert_eq!((r.used, r.free), (0, slot), "the slot came back once");
+            assert!(r.abandoned());
+        });
+    }
+
+    #[test]
+    fn loom_a_remote_free_racing_abandon_and_adopt_comes_back_once() {
+        loom::model(|| {
+            let (run, slot) = run_with_live_slot();
+            let lock = Arc::new(Mutex::new(()));
+            let l2 = Arc::clone(&lock);
+            let t = loom::thread::spawn(move || free_elsewhere(run, slot, &l2));
+            let r = run as *mut Run;
+            {
+                let _g = lock.lock().unwrap();
+                // SAFETY: the owner gives the run up under the lock.
+                unsafe { (*r).abandon() };
+            }
+            {
+                let _g = lock.lock().unwrap();
+                // SAFETY: another heap takes it under the lock.
+                unsafe { (*r).adopt(16) };
+            }
+            t.join().unwrap();
+            // SAFETY: the adopter is this thread now.
+            let run = unsafe { &mut *r };
+            run.collect();
+            assert_eq!((run.used, run.free), (0, slot), "the slot came back once");
+        });
     }
 }

@@ -143,8 +143,17 @@ fn make(core: &ArenaCore) -> Option<NonNull<ThreadHeap>> {
     // The heap and the registry's room come from the backing allocator,
     // never this (locked) arena.
     let _m = metadata::enter();
-    st.small.heaps.try_reserve(1).ok()?;
     let seen = core.epoch.load(Relaxed);
+    if let Some(mut h) = st.small.spare_heaps.pop() {
+        // SAFETY: a spare heap of this arena: no thread uses it.
+        unsafe { h.as_mut() }.reset(seen);
+        st.small.heaps.push(h);
+        return Some(h);
+    }
+    // Room to register it, and to keep it spare when its thread leaves.
+    st.small.heaps.try_reserve(1).ok()?;
+    let all = st.small.heaps.len() + st.small.spare_heaps.len() + 1;
+    st.small.spare_heaps.try_reserve(all).ok()?;
     let h = NonNull::from(Box::leak(Box::new(ThreadHeap::new(core, seen))));
     st.small.heaps.push(h);
     Some(h)
@@ -240,7 +249,7 @@ pub(crate) unsafe fn leave(h: NonNull<ThreadHeap>) {
     }
 }
 
-/// Unregisters heap `h` under the lock (`st`) and frees it.
+/// Unregisters heap `h` under the lock (`st`) and keeps it spare.
 ///
 /// # Safety
 /// As for [`leave`]; the lock is held.
@@ -250,7 +259,7 @@ unsafe fn dissolve(st: &mut crate::arena::state::ArenaState, mut h: NonNull<Thre
     heap.give_back(st, true, true);
     st.small.fold(&heap.counters);
     st.small.heaps.retain(|&x| x != h);
-    let _m = metadata::enter();
-    // SAFETY: made by `Box::leak` in `make`; nothing refers to it now.
-    drop(unsafe { Box::from_raw(h.as_ptr()) });
+    // Room was reserved when the heap was made.
+    debug_assert!(st.small.spare_heaps.len() < st.small.spare_heaps.capacity());
+    st.small.spare_heaps.push(h);
 }

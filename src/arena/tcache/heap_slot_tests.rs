@@ -12,7 +12,12 @@ use crate::{ArenaConfig, ExecutionArena};
 use allocator_api2::vec::Vec as AVec;
 
 fn exec(cache: bool) -> ExecutionArena {
-    ExecutionArena::with_config(ArenaConfig::default().huge_pages(false).thread_cache(cache))
+    ExecutionArena::with_config(
+        ArenaConfig::default()
+            .run_ownership(false)
+            .huge_pages(false)
+            .thread_cache(cache),
+    )
 }
 
 /// An arena whose heap makes segments of 2 MiB: many segments, so that

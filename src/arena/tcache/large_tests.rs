@@ -13,7 +13,11 @@ use allocator_api2::vec::Vec as AVec;
 use std::sync::{Arc, Barrier};
 
 fn io() -> IoArena {
-    IoArena::with_config(ArenaConfig::default().huge_pages(false))
+    IoArena::with_config(
+        ArenaConfig::default()
+            .run_ownership(false)
+            .huge_pages(false),
+    )
 }
 
 fn cap_of(size: usize) -> usize {
@@ -304,7 +308,11 @@ fn a_claimed_buffer_keeps_the_dropped_arena_until_its_cache_settles() {
 
 #[test]
 fn the_execution_heaps_thread_never_uses_the_slots() {
-    let a = ExecutionArena::with_config(ArenaConfig::default().huge_pages(false));
+    let a = ExecutionArena::with_config(
+        ArenaConfig::default()
+            .run_ownership(false)
+            .huge_pages(false),
+    );
     // A piece kept live below: the next one is not its segment's only
     // piece, so the heap's thread's slot (`heap_slot.rs`) does not keep
     // it, and the class slots never do.

@@ -11,7 +11,11 @@ use crate::{Allocation, ArenaConfig, ExecutionArena};
 use std::sync::{Arc, Barrier};
 
 fn arena() -> ExecutionArena {
-    ExecutionArena::with_config(ArenaConfig::default().huge_pages(false))
+    ExecutionArena::with_config(
+        ArenaConfig::default()
+            .run_ownership(false)
+            .huge_pages(false),
+    )
 }
 
 /// Small sizes of several classes, one per buffer.

@@ -50,7 +50,11 @@ impl Other {
 }
 
 fn io() -> IoArena {
-    IoArena::with_config(ArenaConfig::default().huge_pages(false))
+    IoArena::with_config(
+        ArenaConfig::default()
+            .run_ownership(false)
+            .huge_pages(false),
+    )
 }
 
 const SIZE: usize = 64 << 10;

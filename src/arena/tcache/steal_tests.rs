@@ -11,7 +11,11 @@ use crate::{ArenaConfig, ExecutionArena};
 use std::sync::{Arc, Barrier};
 
 fn arena() -> ExecutionArena {
-    ExecutionArena::with_config(ArenaConfig::default().huge_pages(false))
+    ExecutionArena::with_config(
+        ArenaConfig::default()
+            .run_ownership(false)
+            .huge_pages(false),
+    )
 }
 
 /// Buffers a streaming thread allocates and then frees: 2000 of 32 bytes

@@ -7,7 +7,11 @@ use crate::{ArenaConfig, ExecutionArena};
 use std::sync::{Arc, Barrier};
 
 fn arena() -> ExecutionArena {
-    ExecutionArena::with_config(ArenaConfig::default().huge_pages(false))
+    ExecutionArena::with_config(
+        ArenaConfig::default()
+            .run_ownership(false)
+            .huge_pages(false),
+    )
 }
 
 #[test]
@@ -737,8 +741,12 @@ fn a_retention_cap_counts_the_depot_and_evicts_it_in_free_order() {
 fn flushes_keep_what_the_arena_retains_within_its_cap() {
     // The smallest cap that keeps caching on.
     let cap = super::epoch::MIN_CAP_FOR_CACHE;
-    let a =
-        ExecutionArena::with_config(ArenaConfig::default().huge_pages(false).retention_cap(cap));
+    let a = ExecutionArena::with_config(
+        ArenaConfig::default()
+            .run_ownership(false)
+            .huge_pages(false)
+            .retention_cap(cap),
+    );
     let n = cap / (16 << 10) * 5 / 4;
     through_another_threads_cache(&a, n, 16 << 10);
     let s = a.stats();
