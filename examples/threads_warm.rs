@@ -19,7 +19,8 @@
 //! 96-byte band of sizes (allocated, each written, then freed in
 //! order: a kernel's temporaries), and at each run every task moves on to
 //! the next worker, so the buffers a task needs were last freed on
-//! another thread.
+//! another thread. Each task ends with a run boundary (`begin_run`), as a
+//! pool's runs do (`RunContext::clear`).
 
 use allocator_api2::alloc::{Allocator, Layout};
 use std::ptr::NonNull;
@@ -132,6 +133,10 @@ fn main() {
                     bar.wait();
                     if moving {
                         stream(&a, &bands[(t + r) % threads]);
+                        // The task's run ended on this worker (as a
+                        // session's `RunContext::clear` says it): what it
+                        // freed is the arena's for the next worker.
+                        a.begin_run();
                     } else {
                         run(&a, &s, r);
                     }

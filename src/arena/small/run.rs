@@ -275,11 +275,27 @@ pub(crate) unsafe fn push_remote(run: *const Run, p: usize, first: impl Fn(usize
 mod tests {
     use super::*;
 
-    /// A region-aligned stand-in for a mapped region, on the heap.
-    fn region() -> (Vec<u8>, usize) {
-        let v = vec![0u8; 2 * RUN_REGION_LEN];
-        let base = (v.as_ptr() as usize).next_multiple_of(RUN_REGION_LEN);
-        (v, base)
+    /// A region-aligned stand-in for a mapped region, on the heap, freed
+    /// when dropped.
+    struct Region(*mut u8);
+
+    impl Drop for Region {
+        fn drop(&mut self) {
+            // SAFETY: allocated in `region` with this layout.
+            unsafe { std::alloc::dealloc(self.0, layout()) };
+        }
+    }
+
+    fn layout() -> std::alloc::Layout {
+        std::alloc::Layout::from_size_align(RUN_REGION_LEN, RUN_REGION_LEN).unwrap()
+    }
+
+    fn region() -> (Region, usize) {
+        // SAFETY: a non-zero size.
+        let p = unsafe { std::alloc::alloc_zeroed(layout()) };
+        assert!(!p.is_null());
+        // The slots are reached from integer addresses, as in the arena.
+        (Region(p), p.expose_provenance())
     }
 
     #[test]
