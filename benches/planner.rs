@@ -161,10 +161,7 @@ fn scaling() {
 }
 
 fn timings(c: &mut Criterion) {
-    let constructive = SolveOptions {
-        max_nodes: 0,
-        ..SolveOptions::default()
-    };
+    let constructive = SolveOptions::default().max_nodes(0);
     let random = synth::power_law(10_000, 1);
     c.bench_function("constructive/power_law_10000", |b| {
         b.iter(|| solve(black_box(&random), &constructive, &Budget::nodes(0)).unwrap())

@@ -11,6 +11,9 @@ pub(crate) mod os;
 pub mod planner;
 pub mod scratch;
 pub mod session;
+// Not part of the stable API: the size classes are an implementation
+// detail, public for the tests and the fuzz targets only.
+#[doc(hidden)]
 pub mod size_class;
 pub mod stats;
 mod sync;

@@ -19,6 +19,7 @@ use crate::os::OsStats;
 /// assert_eq!((s.live_bytes, s.retained_bytes), (0, 10240));
 /// ```
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ArenaStats {
     /// Capacity of buffers currently owned by someone (values, bindings, leases).
     pub live_bytes: usize,

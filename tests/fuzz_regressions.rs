@@ -101,10 +101,7 @@ fn a_node_reading_its_own_output_through_a_view_is_refused() {
 #[test]
 fn sizes_summing_past_isize_max_are_an_overflow_and_just_below_plan_validly() {
     use warmarena::planner::{check_buffers, plan_intervals, validate_placement, IntervalError};
-    let opts = PlanOptions {
-        alignment: 1,
-        ..PlanOptions::default()
-    };
+    let opts = PlanOptions::default().alignment(1);
     let big = usize::MAX - 65280;
     let bufs = [Buffer::new(126, 252, 65280), Buffer::new(126, 252, big)];
     assert_eq!(check_buffers(&bufs), Err(IntervalError::Overflow));

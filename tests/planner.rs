@@ -20,10 +20,7 @@ fn v(i: u32) -> ValueId {
 }
 
 fn solve_nodes(bufs: &[Buffer], max_nodes: u64) -> Solution {
-    let opts = SolveOptions {
-        max_nodes,
-        ..SolveOptions::default()
-    };
+    let opts = SolveOptions::default().max_nodes(max_nodes);
     solve(bufs, &opts, &Budget::nodes(u64::MAX)).expect("valid instance")
 }
 
@@ -437,10 +434,7 @@ fn bad_graphs_are_typed_errors() {
         plan(&g, &ViewMap::new(), &bad_hint, size, &opts),
         Err(PlanError::BadHint { index: 0 })
     );
-    let odd = PlanOptions {
-        alignment: 48,
-        ..opts
-    };
+    let odd = opts.alignment(48);
     assert_eq!(
         plan(&g, &ViewMap::new(), &[], size, &odd),
         Err(PlanError::BadAlignment)

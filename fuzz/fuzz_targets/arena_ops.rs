@@ -464,7 +464,7 @@ impl World {
                 let o = &mut self.owned[i];
                 let len = len as usize % (o.a.capacity() * 2 + 1);
                 let (p, cap) = (o.a.as_ptr(), o.a.capacity());
-                match o.a.resize(len) {
+                match o.a.set_len(len) {
                     Ok(()) => assert!(len <= cap && o.a.len() == len),
                     Err(ArenaError::BeyondCapacity { .. }) => assert!(len > cap),
                     Err(e) => panic!("resize answered {e:?}"),

@@ -31,10 +31,7 @@ fuzz_target!(|data: &[u8]| {
     if g.graph.num_values > 256 || g.graph.nodes.len() > 256 {
         return;
     }
-    let opts = PlanOptions {
-        alignment: g.alignment.unwrap_or(64),
-        ..PlanOptions::default()
-    };
+    let opts = PlanOptions::default().alignment(g.alignment.unwrap_or(64));
     let size = |v: ValueId| g.sizes.get(v.index()).copied().flatten();
     match plan_with_budget(
         &g.graph,

@@ -68,13 +68,9 @@ fn options(align_shift: u8, nodes: u16) -> PlanOptions {
         251 => 48,
         s => 1 << (s % 8),
     };
-    PlanOptions {
-        alignment,
-        solve: SolveOptions {
-            max_nodes: u64::from(nodes % 2048),
-            ..SolveOptions::default()
-        },
-    }
+    PlanOptions::default()
+        .alignment(alignment)
+        .solve_options(SolveOptions::default().max_nodes(u64::from(nodes % 2048)))
 }
 
 fuzz_target!(|input: Input| match input {

@@ -22,7 +22,7 @@ use numpy::{
 use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
-use warmarena::handle::Memory;
+use warmarena::handle::ValueMemory;
 use warmarena::session::{GraphSpec, RunContext, Session as RustSession};
 use warmarena_net::{bytes::as_bytes, Net, NetConfig};
 
@@ -310,7 +310,7 @@ impl Session {
         let seen = ctx.value(name).map(|m| InputSeen {
             name: name.to_string(),
             address: m.as_ptr() as usize,
-            borrowed: matches!(m, Memory::Borrowed(_)),
+            borrowed: matches!(m, ValueMemory::Borrowed(_)),
         });
         self.last_inputs.clear();
         self.last_inputs.extend(seen);

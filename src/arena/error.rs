@@ -9,6 +9,7 @@
 /// assert!(matches!(arena.allocate(64, 3), Err(ArenaError::BadAlignment { align: 3 })));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ArenaError {
     /// A request for zero bytes (arenas hand out real buffers only).
     ZeroSize,
@@ -36,7 +37,7 @@ pub enum ArenaError {
         /// The OS error number, 0 when the refusal came from metadata growth.
         errno: i32,
     },
-    /// A resize asked for more than the buffer's capacity.
+    /// A `set_len` or `grow_in_place` asked for more than the buffer's capacity.
     BeyondCapacity {
         /// The length asked for.
         requested: usize,

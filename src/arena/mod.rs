@@ -79,6 +79,9 @@ mod warm;
 
 pub use config::ArenaConfig;
 pub use error::ArenaError;
+// Not part of the stable API (tests, benches, the CLI and the fuzz
+// targets use it): hidden from the docs and the public-API listing.
+#[doc(hidden)]
 pub use owners::table_os_stats as owner_table_os_stats;
 
 use crate::stats::ArenaStats;
@@ -87,13 +90,15 @@ use crate::stats::ArenaStats;
 pub const MAX_ALIGN: usize = 2 << 20;
 
 /// Classes below this capacity are carved from shared runs; classes at or
-/// above it get one mapping per buffer.
+/// above it get one mapping per buffer. Not part of the stable API (the
+/// policy model test uses it).
+#[doc(hidden)]
 pub const CARVE_LIMIT: usize = 64 << 10;
 
 /// Classes from [`CARVE_LIMIT`] up to (not including) this capacity are
 /// carved from shared huge-page segments; larger classes (whose capacities
 /// are whole multiples of 2 MiB) get one mapping per buffer.
-pub const SEGMENT_CARVE_MAX: usize = 16 << 20;
+pub(crate) const SEGMENT_CARVE_MAX: usize = 16 << 20;
 
 /// The length of one segment: 2 MiB-aligned, huge-page advised, shared by
 /// every class carved from segments.

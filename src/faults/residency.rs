@@ -8,6 +8,7 @@ use core::ops::Range;
 /// `/proc/self/smaps` by [`huge_page_residency`]. Whole mappings are
 /// counted: the kernel reports no finer.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Residency {
     /// Bytes on huge pages (`AnonHugePages`).
     pub huge: u64,

@@ -290,6 +290,7 @@ pub fn in_scope() -> bool {
 /// println!("{} allocations served by arenas, {} fell back", s.scoped_allocs, s.fallback_allocs);
 /// ```
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct GlobalStats {
     /// Allocations served by a scope's arena.
     pub scoped_allocs: u64,

@@ -87,12 +87,12 @@ impl Allocation {
         self.ptr.as_ptr()
     }
 
-    /// The logical length: the bytes asked for, or the last `resize`.
+    /// The logical length: the bytes asked for, or the last `set_len`.
     pub fn len(&self) -> usize {
         self.len
     }
 
-    /// Whether the logical length is zero (possible only after `resize(0)`).
+    /// Whether the logical length is zero (possible only after `set_len(0)`).
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -149,11 +149,11 @@ impl Allocation {
     /// let arena = warmarena::ExecutionArena::new();
     /// let mut a = arena.allocate(1000, 8).unwrap();
     /// let p = a.as_ptr();
-    /// a.resize(1024).unwrap();
+    /// a.set_len(1024).unwrap();
     /// assert_eq!((a.as_ptr(), a.len()), (p, 1024));
-    /// assert!(a.resize(1 << 20).is_err());
+    /// assert!(a.set_len(1 << 20).is_err());
     /// ```
-    pub fn resize(&mut self, len: usize) -> Result<(), ArenaError> {
+    pub fn set_len(&mut self, len: usize) -> Result<(), ArenaError> {
         if len > self.cap {
             return Err(ArenaError::BeyondCapacity {
                 requested: len,
@@ -164,7 +164,14 @@ impl Allocation {
         Ok(())
     }
 
-    /// Changes the logical length like [`resize`](Allocation::resize), and
+    /// The former name of [`set_len`](Allocation::set_len): it only ever
+    /// changed the logical length, never the buffer.
+    #[deprecated(since = "0.2.0", note = "renamed to `set_len`")]
+    pub fn resize(&mut self, len: usize) -> Result<(), ArenaError> {
+        self.set_len(len)
+    }
+
+    /// Changes the logical length like [`set_len`](Allocation::set_len), and
     /// past the capacity grows the buffer where it is when it can: a buffer
     /// of an execution arena's heap (64 KiB and up), on the heap's thread
     /// (the thread that made the arena, or the last run's), with free space

@@ -159,6 +159,7 @@ pub struct DLManagedTensorVersioned {
 
 /// Why an export was refused (the lease is dropped with the error).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DlpackError {
     /// The dtype's element size is not a whole number of bytes.
     BadDtype,

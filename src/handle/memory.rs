@@ -1,4 +1,4 @@
-//! [`Memory`]: what holds one value of a run.
+//! [`ValueMemory`]: what holds one value of a run.
 
 use super::{Allocation, IoLease};
 use crate::arena::ArenaKind;
@@ -8,17 +8,17 @@ use crate::arena::ArenaKind;
 /// value touches no arena: borrowed memory never enters a free list.
 ///
 /// ```
-/// use warmarena::{handle::Memory, IoArena};
+/// use warmarena::{handle::ValueMemory, IoArena};
 /// let io = IoArena::new();
 /// let input = vec![1u8; 64];
-/// let m = Memory::Borrowed(&input);
+/// let m = ValueMemory::Borrowed(&input);
 /// assert_eq!(m.kind(), None);
 /// assert_eq!(m.as_ptr(), input.as_ptr());
 /// drop(m);
 /// assert_eq!(io.stats().retained_buffers, 0);
 /// ```
 #[derive(Debug)]
-pub enum Memory<'a> {
+pub enum ValueMemory<'a> {
     /// An arena buffer owned by the value.
     Owned(Allocation),
     /// An exported I/O buffer, shared with the caller.
@@ -27,13 +27,17 @@ pub enum Memory<'a> {
     Borrowed(&'a [u8]),
 }
 
-impl Memory<'_> {
+/// The former name of [`ValueMemory`].
+#[deprecated(since = "0.2.0", note = "renamed to `ValueMemory`")]
+pub type Memory<'a> = ValueMemory<'a>;
+
+impl ValueMemory<'_> {
     /// The bytes.
     pub fn as_slice(&self) -> &[u8] {
         match self {
-            Memory::Owned(a) => a.as_slice(),
-            Memory::Leased(l) => l.as_slice(),
-            Memory::Borrowed(b) => b,
+            ValueMemory::Owned(a) => a.as_slice(),
+            ValueMemory::Leased(l) => l.as_slice(),
+            ValueMemory::Borrowed(b) => b,
         }
     }
 
@@ -55,9 +59,9 @@ impl Memory<'_> {
     /// The arena that owns the storage; `None` for borrowed bytes.
     pub fn kind(&self) -> Option<ArenaKind> {
         match self {
-            Memory::Owned(a) => Some(a.kind()),
-            Memory::Leased(l) => Some(l.kind()),
-            Memory::Borrowed(_) => None,
+            ValueMemory::Owned(a) => Some(a.kind()),
+            ValueMemory::Leased(l) => Some(l.kind()),
+            ValueMemory::Borrowed(_) => None,
         }
     }
 }

@@ -21,6 +21,7 @@ pub struct OsCounters {
 /// assert_eq!(fresh.syscalls(), 0);
 /// ```
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct OsStats {
     /// `mmap` calls.
     pub maps: u64,

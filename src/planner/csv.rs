@@ -19,6 +19,7 @@ pub struct CsvInstance {
 
 /// A malformed CSV line.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CsvError {
     /// 1-based line number.
     pub line: usize,

@@ -125,6 +125,7 @@ pub struct InPlaceHint {
 
 /// Why no plan could be made.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PlanError {
     /// A value id is not below `num_values`.
     UnknownValue {

@@ -51,6 +51,7 @@ impl Buffer {
 
 /// Why an interval problem or a placement was rejected.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum IntervalError {
     /// A buffer's range ends before it starts.
     ReversedRange {

@@ -45,6 +45,7 @@ pub enum Json {
 
 /// Malformed JSON or a graph the format does not allow.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct JsonError {
     /// Byte offset (for syntax errors) or 0.
     pub at: usize,

@@ -67,18 +67,23 @@ mod rounds;
 #[cfg(test)]
 mod search;
 mod skyline;
+#[doc(hidden)]
 pub mod synth;
 mod trace;
 mod validate;
 
 pub use budget::Budget;
 pub use cache::PlanCache;
+#[doc(hidden)]
 pub use constructive::Pass;
 pub use csv::{parse_csv, write_csv, CsvError, CsvInstance};
 pub use graph::{Graph, InPlaceHint, Node, PlanError, ValueId, ViewMap};
+#[doc(hidden)]
 pub use greedy::{greedy, greedy_by_size, GreedyOrder};
 pub use interval::{check_buffers, lower_bound, Buffer, IntervalError, Placement};
-pub use json::{parse_graph_json, parse_json, Json, JsonError, JsonGraph};
+pub use json::{parse_graph_json, JsonError, JsonGraph};
+#[doc(hidden)]
+pub use json::{parse_json, Json};
 pub use liveness::{compute_liveness, Interval, Liveness};
 pub use pack::{solve, Solution, SolveOptions};
 pub use plan::{

@@ -24,8 +24,11 @@ use super::interval::{
 use super::local::improve_order;
 use super::rounds::decide_rounds;
 
-/// Knobs of [`solve`].
+/// Knobs of [`solve`]: start from `SolveOptions::default()` and change
+/// them with the builder methods (named for the fields), or assign the
+/// public fields of a value you hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SolveOptions {
     /// Search nodes allowed in total (deterministic budget; a skyline pass of
     /// the local search counts one node per buffer). 0 runs the
@@ -50,6 +53,31 @@ impl Default for SolveOptions {
     }
 }
 
+impl SolveOptions {
+    /// Sets [`max_nodes`](SolveOptions::max_nodes).
+    ///
+    /// ```
+    /// let o = warmarena::planner::SolveOptions::default().max_nodes(0);
+    /// assert_eq!(o.max_nodes, 0);
+    /// ```
+    pub fn max_nodes(mut self, nodes: u64) -> Self {
+        self.max_nodes = nodes;
+        self
+    }
+
+    /// Sets [`search_limit`](SolveOptions::search_limit).
+    pub fn search_limit(mut self, buffers: usize) -> Self {
+        self.search_limit = buffers;
+        self
+    }
+
+    /// Sets [`edge_limit`](SolveOptions::edge_limit).
+    pub fn edge_limit(mut self, pairs: usize) -> Self {
+        self.edge_limit = pairs;
+        self
+    }
+}
+
 /// A placement with what is known about its quality.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Solution {
@@ -68,7 +96,9 @@ pub struct Solution {
     /// bound, or when the budget ran out first). `placement.height` is
     /// never above it.
     pub greedy_height: Option<usize>,
-    /// The constructive passes tried, in order, with their heights.
+    /// The constructive passes tried, in order, with their heights (not
+    /// part of the stable API: for the planner's tests).
+    #[doc(hidden)]
     pub passes: Vec<Pass>,
 }
 

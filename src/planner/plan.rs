@@ -7,8 +7,11 @@ use super::liveness::{compute_liveness, Interval, Liveness};
 use super::pack::{solve, Solution, SolveOptions};
 use super::validate::{validate_with_ids, ValidateError};
 
-/// Knobs of [`plan`] and [`plan_intervals`].
+/// Knobs of [`plan`] and [`plan_intervals`]: start from
+/// `PlanOptions::default()` and change them with the builder methods, or
+/// assign the public fields of a value you hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PlanOptions {
     /// Every offset is a multiple of this (a power of two); sizes are
     /// rounded up to it. Default 64 (a cache line; enough for SIMD kernels).
@@ -23,6 +26,28 @@ impl Default for PlanOptions {
             alignment: 64,
             solve: SolveOptions::default(),
         }
+    }
+}
+
+impl PlanOptions {
+    /// Sets [`alignment`](PlanOptions::alignment).
+    ///
+    /// ```
+    /// use warmarena::planner::{PlanOptions, SolveOptions};
+    /// let o = PlanOptions::default()
+    ///     .alignment(16)
+    ///     .solve_options(SolveOptions::default().max_nodes(0));
+    /// assert_eq!((o.alignment, o.solve.max_nodes), (16, 0));
+    /// ```
+    pub fn alignment(mut self, bytes: usize) -> Self {
+        self.alignment = bytes;
+        self
+    }
+
+    /// Sets [`solve`](PlanOptions::solve), the packing effort.
+    pub fn solve_options(mut self, solve: SolveOptions) -> Self {
+        self.solve = solve;
+        self
     }
 }
 

@@ -31,6 +31,7 @@ use super::validate::{check as check_placement, TimeOrders, ValidateError};
 
 /// Why [`plan_trace`] failed.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum TraceError {
     /// The file could not be read or written.
     Io(std::io::Error),
@@ -68,6 +69,7 @@ impl std::error::Error for TraceError {}
 
 /// Wall time of each phase of [`plan_trace`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PhaseTimes {
     /// Reading the file.
     pub read: Duration,

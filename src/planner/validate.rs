@@ -18,6 +18,7 @@ use super::rankset::RankSet;
 
 /// A violated rule of a placement or a plan.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ValidateError {
     /// The placement has a different number of offsets than there are buffers.
     LengthMismatch,

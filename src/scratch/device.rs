@@ -104,6 +104,7 @@ impl DeviceBuffer {
 /// assert_eq!(err, DeviceError::BadSize { requested: usize::MAX });
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DeviceError {
     /// The device has no room for the request.
     OutOfMemory {

@@ -14,6 +14,7 @@ use super::device::{DeviceError, DeviceId};
 /// );
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ScratchError {
     /// A request of zero bytes from an engine that recorded a non-zero
     /// requirement at creation: a failed size query, never a reason to hand

@@ -20,6 +20,7 @@ use crate::os::OsStats;
 /// assert_eq!((lane.capacity, lane.claims, lane.growths), (4096, 1, 1));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LaneStats {
     /// The lane.
     pub lane: Lane,
@@ -61,6 +62,7 @@ pub struct LaneStats {
 /// assert_eq!(s.reclaimed_bytes(), page);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DeviceScratchStats {
     /// The device.
     pub device: DeviceId,

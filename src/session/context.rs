@@ -2,11 +2,12 @@
 
 use super::router::{NodeId, Session, ValueIndex};
 use crate::arena::ArenaKind;
-use crate::handle::Memory;
+use crate::handle::ValueMemory;
 use crate::{Allocation, ArenaError, IoLease};
 
 /// Why a run-context call was refused. The context is unchanged.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SessionError {
     /// No node with this index.
     UnknownNode(NodeId),
@@ -149,7 +150,7 @@ impl From<ArenaError> for SessionError {
 /// ```
 pub struct RunContext<'s, 'i> {
     session: &'s Session,
-    values: Vec<Option<Memory<'i>>>,
+    values: Vec<Option<ValueMemory<'i>>>,
 }
 
 impl<'s, 'i> RunContext<'s, 'i> {
@@ -227,7 +228,7 @@ impl<'s, 'i> RunContext<'s, 'i> {
         if self.values[v].is_some() {
             return Err(SessionError::AlreadySet(self.name(v)));
         }
-        self.values[v] = Some(Memory::Owned(buf));
+        self.values[v] = Some(ValueMemory::Owned(buf));
         Ok(())
     }
 
@@ -236,12 +237,12 @@ impl<'s, 'i> RunContext<'s, 'i> {
         let v = self.session.input_value(node, slot)?;
         self.values[v]
             .as_ref()
-            .map(Memory::as_slice)
+            .map(ValueMemory::as_slice)
             .ok_or_else(|| SessionError::NotSet(self.name(v)))
     }
 
     /// The memory behind value `name`, if it holds some.
-    pub fn value(&self, name: &str) -> Option<&Memory<'i>> {
+    pub fn value(&self, name: &str) -> Option<&ValueMemory<'i>> {
         self.values.get(self.session.value_id(name)?)?.as_ref()
     }
 
@@ -260,7 +261,7 @@ impl<'s, 'i> RunContext<'s, 'i> {
     /// allocation, no copy, and the bytes never enter a free list.
     pub fn borrow_input(&mut self, name: &str, bytes: &'i [u8]) -> Result<(), SessionError> {
         let v = self.input_slot(name)?;
-        self.values[v] = Some(Memory::Borrowed(bytes));
+        self.values[v] = Some(ValueMemory::Borrowed(bytes));
         Ok(())
     }
 
@@ -289,7 +290,7 @@ impl<'s, 'i> RunContext<'s, 'i> {
         let mut buf = self.session.io.allocate(len, align)?;
         convert(buf.as_mut_slice());
         self.session.io.core.note_copy(len);
-        self.values[v] = Some(Memory::Owned(buf));
+        self.values[v] = Some(ValueMemory::Owned(buf));
         Ok(())
     }
 
@@ -315,17 +316,17 @@ impl<'s, 'i> RunContext<'s, 'i> {
             return Err(SessionError::NotAnOutput(name.to_string()));
         }
         match self.values[v].take() {
-            Some(Memory::Owned(a)) => match a.into_lease() {
+            Some(ValueMemory::Owned(a)) => match a.into_lease() {
                 Ok(l) => Ok(l),
                 Err(a) => {
-                    self.values[v] = Some(Memory::Owned(a));
+                    self.values[v] = Some(ValueMemory::Owned(a));
                     Err(SessionError::WrongArena {
                         value: name.to_string(),
                         expected: Some(ArenaKind::Io),
                     })
                 }
             },
-            Some(Memory::Leased(l)) => Ok(l),
+            Some(ValueMemory::Leased(l)) => Ok(l),
             other => {
                 self.values[v] = other;
                 Err(SessionError::NotSet(name.to_string()))
@@ -342,7 +343,7 @@ impl<'s, 'i> RunContext<'s, 'i> {
             return Err(SessionError::NotAnOutput(name.to_string()));
         }
         match self.values[v].take() {
-            Some(Memory::Owned(a)) => Ok(a),
+            Some(ValueMemory::Owned(a)) => Ok(a),
             other => {
                 self.values[v] = other;
                 Err(SessionError::NotSet(name.to_string()))
@@ -366,7 +367,7 @@ impl<'s, 'i> RunContext<'s, 'i> {
     pub fn recycle<'j>(mut self) -> RunContext<'s, 'j> {
         self.clear();
         let session = self.session;
-        let values: Vec<Option<Memory<'j>>> = self.values.into_iter().map(|_| None).collect();
+        let values: Vec<Option<ValueMemory<'j>>> = self.values.into_iter().map(|_| None).collect();
         RunContext { session, values }
     }
 

@@ -39,6 +39,7 @@ pub struct GraphSpec {
 
 /// Why a graph was refused; each variant lists every offending name.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum GraphError {
     /// Values read by some node that no node produces and that are not graph inputs.
     UnknownValues(Vec<String>),

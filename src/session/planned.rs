@@ -37,7 +37,7 @@ use super::context::SessionError;
 use super::kernel::{KernelContext, OutputBuffer};
 use super::router::{NodeId, Session, Target, ValueIndex};
 use crate::arena::ArenaKind;
-use crate::handle::Memory;
+use crate::handle::ValueMemory;
 use crate::planner::{
     validate, ActivationPlan, Graph, Node, PlanCache, PlanOptions, ValueId, ViewMap,
 };
@@ -127,7 +127,7 @@ enum State<'i> {
     /// Committed window: `len` bytes at `offset` of the block.
     Window { offset: usize, len: usize },
     /// An input or a declared output.
-    Memory(Memory<'i>),
+    ValueMemory(ValueMemory<'i>),
 }
 
 /// A run context in planned mode (see the module documentation).
@@ -404,7 +404,7 @@ impl<'s, 'i> PlannedContext<'s, 'i> {
     /// Uses the caller's bytes as graph input `name` (no copy).
     pub fn borrow_input(&mut self, name: &str, bytes: &'i [u8]) -> Result<(), SessionError> {
         let v = self.input_slot(name)?;
-        self.values[v] = State::Memory(Memory::Borrowed(bytes));
+        self.values[v] = State::ValueMemory(ValueMemory::Borrowed(bytes));
         Ok(())
     }
 
@@ -420,7 +420,7 @@ impl<'s, 'i> PlannedContext<'s, 'i> {
         let mut buf = self.session.io.allocate(bytes.len(), align)?;
         buf.as_mut_slice().copy_from_slice(bytes);
         self.session.io.core.note_copy(bytes.len());
-        self.values[v] = State::Memory(Memory::Owned(buf));
+        self.values[v] = State::ValueMemory(ValueMemory::Owned(buf));
         Ok(())
     }
 
@@ -529,7 +529,7 @@ impl<'i> KernelContext<'i> for PlannedContext<'_, 'i> {
                 if !matches!(self.values[v], State::Empty) {
                     return Err(SessionError::AlreadySet(s.names[v].clone()));
                 }
-                self.values[v] = State::Memory(Memory::Owned(a));
+                self.values[v] = State::ValueMemory(ValueMemory::Owned(a));
             }
             Inner::Window {
                 ptr,
@@ -557,7 +557,7 @@ impl<'i> KernelContext<'i> for PlannedContext<'_, 'i> {
     fn input(&self, node: NodeId, slot: usize) -> Result<&[u8], SessionError> {
         let v = self.session.input_value(node, slot)?;
         match (&self.values[v], self.base) {
-            (State::Memory(m), _) => Ok(m.as_slice()),
+            (State::ValueMemory(m), _) => Ok(m.as_slice()),
             // SAFETY: a committed, not yet freed value is live at the running
             // node, so by the validated plan its bytes are disjoint from
             // every window handed out (all belong to the running node); the
@@ -608,17 +608,17 @@ impl<'i> KernelContext<'i> for PlannedContext<'_, 'i> {
             return Err(SessionError::NotAnOutput(name.to_string()));
         }
         match core::mem::replace(&mut self.values[v], State::Empty) {
-            State::Memory(Memory::Owned(a)) => match a.into_lease() {
+            State::ValueMemory(ValueMemory::Owned(a)) => match a.into_lease() {
                 Ok(l) => Ok(l),
                 Err(a) => {
-                    self.values[v] = State::Memory(Memory::Owned(a));
+                    self.values[v] = State::ValueMemory(ValueMemory::Owned(a));
                     Err(SessionError::WrongArena {
                         value: name.to_string(),
                         expected: Some(ArenaKind::Io),
                     })
                 }
             },
-            State::Memory(Memory::Leased(l)) => Ok(l),
+            State::ValueMemory(ValueMemory::Leased(l)) => Ok(l),
             other => {
                 self.values[v] = other;
                 Err(SessionError::NotSet(name.to_string()))

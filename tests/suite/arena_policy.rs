@@ -54,10 +54,10 @@ fn reuse_keeps_capacity_and_resize_within_it_keeps_the_buffer() {
     assert!(a.served_warm());
     assert_eq!(a.capacity(), 1 << 20);
     let p = a.as_ptr();
-    a.resize(1 << 20).unwrap();
+    a.set_len(1 << 20).unwrap();
     assert_eq!(a.as_ptr(), p);
     assert_eq!(a.len(), 1 << 20);
-    assert!(a.resize((1 << 20) + 1).is_err());
+    assert!(a.set_len((1 << 20) + 1).is_err());
     assert_eq!(a.len(), 1 << 20);
 }
 

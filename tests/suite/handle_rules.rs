@@ -6,7 +6,7 @@ use allocator_api2::alloc::{Allocator, Layout};
 use core::marker::PhantomData;
 use std::ptr::NonNull;
 use warmarena::handle::dlpack::DLDataType;
-use warmarena::handle::Memory;
+use warmarena::handle::ValueMemory;
 use warmarena::{Allocation, ArenaConfig, ArenaKind, ExecutionArena, IoArena, IoLease};
 
 /// `Probe::<T>::is_clone()` is true exactly when `T: Clone` (an inherent
@@ -89,12 +89,12 @@ fn rule_3_a_buffer_is_on_a_free_list_only_after_its_last_owner_released_it() {
 fn rule_4_clearing_the_run_values_does_not_invalidate_an_exported_output() {
     let exec = ExecutionArena::new();
     let io = IoArena::new();
-    let mut values: Vec<Memory<'static>> = Vec::new();
+    let mut values: Vec<ValueMemory<'static>> = Vec::new();
     let mut out = io.allocate(300_000, 64).unwrap();
     fill(out.as_mut_slice(), 42);
     let lease = out.into_lease().unwrap();
-    values.push(Memory::Leased(lease.clone()));
-    values.push(Memory::Owned(exec.allocate(300_000, 64).unwrap()));
+    values.push(ValueMemory::Leased(lease.clone()));
+    values.push(ValueMemory::Owned(exec.allocate(300_000, 64).unwrap()));
     values.clear();
     exec.trim();
     io.trim();
@@ -141,7 +141,7 @@ fn rule_6_borrowed_memory_never_enters_a_free_list() {
     let exec = ExecutionArena::new();
     let caller = vec![5u8; 1 << 16];
     let before = (state(io.stats()), state(exec.stats()));
-    let m = Memory::Borrowed(&caller);
+    let m = ValueMemory::Borrowed(&caller);
     assert_eq!(m.kind(), None);
     assert_eq!(m.as_ptr(), caller.as_ptr());
     drop(m);

@@ -149,8 +149,7 @@ pub fn ten_net_runs<'i, C: warmarena::session::KernelContext<'i>>(
 /// lock acquisitions, which the operations (and reading the stats) move
 /// whether or not they change anything.
 pub fn state(s: warmarena::ArenaStats) -> warmarena::ArenaStats {
-    warmarena::ArenaStats {
-        locked_operations: 0,
-        ..s
-    }
+    let mut s = s;
+    s.locked_operations = 0;
+    s
 }

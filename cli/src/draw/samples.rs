@@ -36,10 +36,7 @@ fn out_dir() -> PathBuf {
 fn plan_file(path: &Path, title: &str, max_nodes: u64, out: &str) {
     let inst = parse_csv(&std::fs::read_to_string(path).unwrap()).unwrap();
     let t0 = Instant::now();
-    let opts = SolveOptions {
-        max_nodes,
-        ..SolveOptions::default()
-    };
+    let opts = SolveOptions::default().max_nodes(max_nodes);
     let sol = solve(&inst.buffers, &opts, &Budget::nodes(u64::MAX)).unwrap();
     let ms = t0.elapsed().as_secs_f64() * 1000.0;
     let p = plan_picture_of_solution(title, &inst.ids, &inst.buffers, &sol, ms);
