@@ -19,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 secs="${1:-60}"
-targets="${FUZZ_TARGETS:-arena_ops planner csv json}"
+targets="${FUZZ_TARGETS:-arena_ops small_ops planner csv json}"
 
 if ! rustup run nightly rustc --version >/dev/null 2>&1; then
     echo "fuzz: SKIPPED (no nightly toolchain; install with 'rustup toolchain install nightly')"

@@ -12,8 +12,8 @@ use crate::arena::shared::ArenaCore;
 use crate::arena::state::{ArenaState, Grant};
 use crate::arena::tcache::epoch::NO_CACHE;
 use core::ptr::{null_mut, NonNull};
+use core::sync::atomic::AtomicU64;
 use core::sync::atomic::Ordering::Relaxed;
-use core::sync::atomic::{AtomicBool, AtomicU64};
 
 /// How many slow paths a heap's empty current run waits before it goes
 /// back to the arena.
@@ -83,11 +83,12 @@ pub(crate) struct ThreadHeap {
     /// Per class, the heap's other runs.
     pub(crate) runs: [RunList; SMALL_CLASSES],
     pub(crate) counters: Counters,
-    /// Set by a thread whose free starts a remote list on one of this
-    /// heap's runs: until the heap has collected, it takes no fresh slot.
-    /// Heaps are kept until their arena goes (`Pool::spare_heaps`), so a
-    /// late store here never reaches freed memory.
-    remote: AtomicBool,
+    /// Per class, a bit set by a thread whose free starts a remote list
+    /// on one of this heap's runs of the class: while it is set, the heap
+    /// takes no untouched slot of the class before it has collected them
+    /// all. Heaps are kept until their arena goes (`Pool::spare_heaps`),
+    /// so a late store here never reaches freed memory.
+    remote: [AtomicU64; REMOTE_WORDS],
     /// Slow paths taken so far: the clock of retirement.
     ticks: u32,
     /// Per class, the tick at which its current run emptied, while it
@@ -101,14 +102,21 @@ pub(crate) struct ThreadHeap {
     peak: usize,
 }
 
+/// Words of a heap's per-class remote bits.
+const REMOTE_WORDS: usize = SMALL_CLASSES.div_ceil(64);
+
 /// Tells heap `owner` (a run owner's address; 0 for none) that a remote
-/// free started a list on one of its runs. The heap's memory outlives
-/// every run it may have owned (it is freed with its arena).
-pub(crate) fn notify(owner: usize) {
+/// free started a list on one of its runs of class `c`. The heap's memory
+/// outlives every run it may have owned (it is freed with its arena).
+pub(crate) fn notify(owner: usize, c: usize) {
     if owner != 0 {
         // SAFETY: a heap's memory lives as long as its arena, which the
         // caller's live slot keeps; only the atomic is touched.
-        unsafe { (*(owner as *const ThreadHeap)).remote.store(true, Relaxed) };
+        let w = unsafe { &(*(owner as *const ThreadHeap)).remote[c / 64] };
+        let bit = 1u64 << (c % 64);
+        if w.load(Relaxed) & bit == 0 {
+            w.fetch_or(bit, Relaxed);
+        }
     }
 }
 
@@ -120,7 +128,7 @@ impl ThreadHeap {
             cur: [null_mut(); SMALL_CLASSES],
             runs: [RunList::EMPTY; SMALL_CLASSES],
             counters: Counters::default(),
-            remote: AtomicBool::new(false),
+            remote: [const { AtomicU64::new(0) }; REMOTE_WORDS],
             ticks: 0,
             retired_at: [u32::MAX; SMALL_CLASSES],
             retired: 0,
@@ -159,7 +167,7 @@ impl ThreadHeap {
     /// `None`.
     #[inline(always)]
     pub(crate) fn take(&mut self, c: usize) -> Option<Grant> {
-        let fresh = !self.remote.load(Relaxed);
+        let fresh = self.remote[c / 64].load(Relaxed) & (1u64 << (c % 64)) == 0;
         self.take_in(c, fresh)
     }
 
@@ -254,7 +262,7 @@ impl ThreadHeap {
             return true;
         }
         // SAFETY: the caller's contract.
-        if unsafe { push_remote(r, p, notify) } {
+        if unsafe { push_remote(r, p, |owner| notify(owner, c)) } {
             // SAFETY: as above; `cap` never changes while a slot is live.
             self.note_freed(unsafe { (*r).cap } as usize);
             return true;
@@ -298,9 +306,14 @@ impl ThreadHeap {
         c: usize,
         mut arena: impl FnMut(usize, bool) -> Option<*mut Run>,
     ) -> Option<Grant> {
-        // Every remote free from here on sets the flag again.
-        self.remote.store(false, Relaxed);
-        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+        let bit = 1u64 << (c % 64);
+        if self.remote[c / 64].load(Relaxed) & bit != 0 {
+            // Every remote free from here on sets the bit again; every
+            // one before it is collected now, from each run of the class.
+            self.remote[c / 64].fetch_and(!bit, Relaxed);
+            core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+            self.collect_all(c);
+        }
         let r = self.cur[c];
         // SAFETY: the current run is a live header this heap owns.
         if !r.is_null() && unsafe { (*r).collect() } > 0 {
@@ -399,6 +412,22 @@ impl ThreadHeap {
                     st.small.take_back(k, r);
                 }
             }
+        }
+    }
+
+    /// Collects the remote frees of every run of class `c` the heap owns.
+    fn collect_all(&mut self, c: usize) {
+        let mut s = self.cur[c];
+        if !s.is_null() {
+            // SAFETY: the current run is this heap's.
+            unsafe { (*s).collect() };
+        }
+        s = self.runs[c].head;
+        while !s.is_null() {
+            // SAFETY: runs on the heap's list are live headers it owns.
+            let run = unsafe { &mut *s };
+            run.collect();
+            s = run.next;
         }
     }
 

@@ -247,7 +247,7 @@ unsafe fn free_locked(st: &mut ArenaState, c: Class, r: *mut Run, p: usize) {
     } else {
         // Adopted since the push failed: its owner collects it.
         // SAFETY: the caller's contract.
-        let pushed = unsafe { run::push_remote(r, p, heap::notify) };
+        let pushed = unsafe { run::push_remote(r, p, |owner| heap::notify(owner, c)) };
         debug_assert!(pushed, "a run is abandoned only under the lock");
     }
 }

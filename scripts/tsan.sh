@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# ThreadSanitizer over the library's concurrency tests: the run-owning
+# small path (`arena::small`, its remote frees, abandon/adopt, thread exit
+# and arena drop), the thread caches' cross-thread tests, and the arena's
+# concurrency suite. Nightly with a sanitized std (-Zbuild-std); skipped
+# with a printed reason where nightly or rust-src is missing. Uses the same
+# flags and target folder as scripts/tsan-malloc.sh, so the sanitized std
+# is built once for both. Arguments replace the default test filters.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+TARGET=${CARGO_TARGET_DIR:-$PWD/target}/tsan
+triple=x86_64-unknown-linux-gnu
+
+if [ "$(uname -m)" != x86_64 ]; then echo "tsan: SKIPPED (x86-64 only)"; exit 0; fi
+if ! rustup run nightly rustc --version >/dev/null 2>&1; then
+    echo "tsan: SKIPPED (no nightly toolchain)"; exit 0
+fi
+if ! rustup component list --toolchain nightly --installed 2>/dev/null | grep -q '^rust-src'; then
+    echo "tsan: SKIPPED (nightly has no rust-src; rustup component add rust-src --toolchain nightly)"; exit 0
+fi
+filters=("$@")
+if [ ${#filters[@]} -eq 0 ]; then
+    filters=(arena::small arena::tcache::remote_tests arena::tcache::tests::buffers_freed_on_another_thread)
+fi
+export RUSTFLAGS="-Zsanitizer=thread --cfg warmarena_tsan"
+export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
+status=0
+echo "== tsan: unit tests: ${filters[*]}"
+CARGO_TARGET_DIR=$TARGET cargo +nightly test -q -Zbuild-std --target $triple --release \
+    -p warmarena --lib -- "${filters[@]}" || status=1
+echo "== tsan: tests/suite arena_concurrency"
+CARGO_TARGET_DIR=$TARGET cargo +nightly test -q -Zbuild-std --target $triple --release \
+    -p warmarena --test suite -- arena_concurrency || status=1
+exit $status
