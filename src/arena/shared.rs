@@ -1132,8 +1132,10 @@ impl ArenaCore {
         let mut st = self.lock();
         let t = st.cache_totals();
         let (stashed, _) = tcache::stash_totals(self);
-        st.stats.peak_live_bytes = st.stats.live_bytes - t.held_bytes - stashed;
+        let small = st.small.stats().live_bytes;
+        st.stats.peak_live_bytes = st.stats.live_bytes - t.held_bytes - stashed + small;
         st.reset_cache_peaks();
+        st.small.reset_peaks();
     }
 
     /// # Safety

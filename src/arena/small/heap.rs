@@ -57,6 +57,14 @@ pub(crate) struct Totals {
     pub copied_bytes: u64,
 }
 
+impl Counters {
+    /// Restarts the published peak (`reset_peak`, under the arena's lock;
+    /// the owner's next allocation raises it again).
+    pub(crate) fn reset_peak(&self) {
+        self.peak.store(0, Relaxed);
+    }
+}
+
 impl Totals {
     pub(crate) fn add(&mut self, c: &Counters) {
         self.allocs = self.allocs.wrapping_add(c.allocs.load(Relaxed));
@@ -96,10 +104,12 @@ pub(crate) struct ThreadHeap {
     retired_at: [u32; SMALL_CLASSES],
     /// Classes whose current run is retired.
     retired: usize,
+    /// The arena's own heap, used under its lock (`Pool::locked_heap`): it
+    /// never takes the lock itself, so it keeps the runs that empty.
+    locked: bool,
     /// Bytes this thread allocated less those it freed: the arena's small
     /// live bytes when it is the only thread (the peak's term).
     live: usize,
-    peak: usize,
 }
 
 /// Words of a heap's per-class remote bits.
@@ -132,8 +142,16 @@ impl ThreadHeap {
             ticks: 0,
             retired_at: [u32::MAX; SMALL_CLASSES],
             retired: 0,
+            locked: false,
             live: 0,
-            peak: 0,
+        }
+    }
+
+    /// The arena's own heap, used by lock holders only.
+    pub(crate) fn new_locked(core: &ArenaCore) -> ThreadHeap {
+        ThreadHeap {
+            locked: true,
+            ..ThreadHeap::new(core, 0)
         }
     }
 
@@ -148,7 +166,6 @@ impl ThreadHeap {
         self.retired = 0;
         self.counters = Counters::default();
         self.live = 0;
-        self.peak = 0;
     }
 
     /// Bytes this thread allocated less those it freed.
@@ -198,8 +215,8 @@ impl ThreadHeap {
         // SAFETY: a heap's arena outlives it (a registered heap keeps the body).
         let others = unsafe { &*self.core }.live_mirror.load(Relaxed);
         let now = others.wrapping_add(self.live);
-        if now > self.peak && (now as isize) >= 0 {
-            self.peak = now;
+        // Against the published peak, which `reset_peak` may lower.
+        if now as u64 > self.counters.peak.load(Relaxed) && (now as isize) >= 0 {
             self.counters.peak.store(now as u64, Relaxed);
         }
         Grant {
@@ -249,11 +266,11 @@ impl ThreadHeap {
                     // SAFETY: the current run is this heap's.
                     unsafe { (*cur).limit = (*cur).fresh };
                 }
-                if run.used == 0 {
-                    self.run_emptied(c, r);
-                }
-            } else if run.used == 0 {
-                if self.seen & NO_CACHE != 0 {
+            }
+            if run.used == 0 && !self.locked {
+                // (The arena's own heap is used under its lock already:
+                // its runs stay.)
+                if r != cur || self.seen & NO_CACHE != 0 {
                     self.run_emptied(c, r);
                 } else {
                     self.retire(c);

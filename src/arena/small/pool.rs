@@ -283,7 +283,7 @@ impl Pool {
     pub(crate) fn locked_heap(&mut self, core: &ArenaCore) -> Option<NonNull<ThreadHeap>> {
         if self.locked.is_none() {
             let _m = crate::arena::metadata::enter();
-            let h = Box::new(ThreadHeap::new(core, 0));
+            let h = Box::new(ThreadHeap::new_locked(core));
             self.locked = Some(NonNull::from(Box::leak(h)));
         }
         self.locked
@@ -366,6 +366,19 @@ impl Pool {
             peak: t.peak as usize,
             copies: t.copies,
             copied_bytes: t.copied_bytes as usize,
+        }
+    }
+
+    /// Restarts every heap's published peak (`reset_peak`).
+    pub(crate) fn reset_peaks(&mut self) {
+        self.folded.peak = 0;
+        // SAFETY: the locked heap lives as long as the pool.
+        if let Some(h) = self.locked {
+            unsafe { h.as_ref() }.counters.reset_peak();
+        }
+        for h in &self.heaps {
+            // SAFETY: registered heaps stay allocated while registered.
+            unsafe { h.as_ref() }.counters.reset_peak();
         }
     }
 

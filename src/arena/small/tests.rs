@@ -263,3 +263,31 @@ fn a_consumer_freeing_a_producers_buffers_keeps_later_runs_warm() {
         "later runs took new slots: {cold:?}"
     );
 }
+
+#[test]
+fn reset_peak_restarts_from_the_live_bytes() {
+    let a = arena();
+    let x = a.allocate(100, 8).unwrap();
+    drop(a.allocate(1000, 8).unwrap());
+    a.reset_peak();
+    assert_eq!(a.stats().peak_live_bytes, x.capacity());
+    let y = a.allocate(50, 8).unwrap();
+    assert_eq!(a.stats().peak_live_bytes, x.capacity() + y.capacity());
+}
+
+#[test]
+#[cfg_attr(miri, ignore)] // seventy arenas: slow under Miri
+fn a_thread_using_more_arenas_than_it_keeps_heaps_for_goes_through_the_lock() {
+    let arenas: Vec<_> = (0..70).map(|_| arena()).collect();
+    for round in 0..3 {
+        let bufs: Vec<_> = arenas
+            .iter()
+            .flat_map(|a| (0..300).map(move |i| a.allocate(16 + i % 200, 8).unwrap()))
+            .collect();
+        drop(bufs);
+        for a in &arenas {
+            let s = a.stats();
+            assert_eq!((s.live_buffers, s.frees), (0, 300 * (round + 1)));
+        }
+    }
+}

@@ -16,7 +16,7 @@ use core::sync::atomic::Ordering::Relaxed;
 
 /// The most arenas one thread keeps heaps for at once; past it, the
 /// thread's operations on further arenas go through the arena's lock.
-const MAX_HEAPS: usize = 32;
+const MAX_HEAPS: usize = 64;
 
 /// What [`LAST`] points to when the thread has no heap in use: a word that
 /// no arena's epoch equals (`u64::MAX` has the flag bits a heap never
