@@ -15,23 +15,16 @@
 # crash of the runtime itself, not a finding) is printed as NOT CHECKED.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-TARGET=${CARGO_TARGET_DIR:-$PWD/target}/tsan
-triple=x86_64-unknown-linux-gnu
-
-if [ "$(uname -m)" != x86_64 ]; then echo "tsan-malloc: SKIPPED (x86-64 only)"; exit 0; fi
-if ! rustup run nightly rustc --version >/dev/null 2>&1; then
-    echo "tsan-malloc: SKIPPED (no nightly toolchain)"; exit 0
-fi
-if ! rustup component list --toolchain nightly --installed 2>/dev/null | grep -q '^rust-src'; then
-    echo "tsan-malloc: SKIPPED (nightly has no rust-src; rustup component add rust-src --toolchain nightly)"; exit 0
-fi
+# shellcheck source=scripts/tsan-env.sh
+. scripts/tsan-env.sh
+tsan_ready tsan-malloc || exit 0
 if ! command -v cc >/dev/null 2>&1 || ! echo 'int main(void){return 0;}' |
         cc -x c -fsanitize=thread -o /dev/null - >/dev/null 2>&1; then
     echo "tsan-malloc: SKIPPED (no cc with -fsanitize=thread)"; exit 0
 fi
 
 echo "tsan-malloc: building libwarmarena.so with -Zsanitizer=thread"
-RUSTFLAGS="-Zsanitizer=thread --cfg warmarena_tsan" CARGO_TARGET_DIR=$TARGET \
+RUSTFLAGS="$TSAN_RUSTFLAGS" CARGO_TARGET_DIR=$TARGET \
     cargo +nightly build --release -q -Zbuild-std --target $triple -p warmarena-malloc || exit 1
 so=$TARGET/$triple/release/libwarmarena.so
 

@@ -8,21 +8,14 @@
 # is built once for both. Arguments replace the default test filters.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-TARGET=${CARGO_TARGET_DIR:-$PWD/target}/tsan
-triple=x86_64-unknown-linux-gnu
-
-if [ "$(uname -m)" != x86_64 ]; then echo "tsan: SKIPPED (x86-64 only)"; exit 0; fi
-if ! rustup run nightly rustc --version >/dev/null 2>&1; then
-    echo "tsan: SKIPPED (no nightly toolchain)"; exit 0
-fi
-if ! rustup component list --toolchain nightly --installed 2>/dev/null | grep -q '^rust-src'; then
-    echo "tsan: SKIPPED (nightly has no rust-src; rustup component add rust-src --toolchain nightly)"; exit 0
-fi
+# shellcheck source=scripts/tsan-env.sh
+. scripts/tsan-env.sh
+tsan_ready tsan || exit 0
 filters=("$@")
 if [ ${#filters[@]} -eq 0 ]; then
     filters=(arena::small arena::tcache::remote_tests arena::tcache::tests::buffers_freed_on_another_thread)
 fi
-export RUSTFLAGS="-Zsanitizer=thread --cfg warmarena_tsan"
+export RUSTFLAGS="$TSAN_RUSTFLAGS"
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
 status=0
 echo "== tsan: unit tests: ${filters[*]}"
