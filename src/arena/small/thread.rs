@@ -163,22 +163,10 @@ fn make(core: &ArenaCore) -> Option<NonNull<ThreadHeap>> {
 /// last handle is being dropped on this thread; the caller holds the lock
 /// as `st`).
 pub(crate) fn leave_own(st: &mut crate::arena::state::ArenaState, core: &ArenaCore) {
-    let _ = HEAPS.try_with(|hs| {
-        for s in &hs.slots {
-            let h = s.get();
-            // SAFETY: a heap this thread made and still holds.
-            if !h.is_null() && core::ptr::eq(unsafe { (*h).core }, core) {
-                s.set(null_mut());
-                let _ = LAST.try_with(|l| {
-                    if l.get() == h {
-                        l.set(NO_HEAP)
-                    }
-                });
-                // SAFETY: out of its slot; the lock is held as `st`.
-                unsafe { dissolve(st, NonNull::new_unchecked(h)) };
-            }
-        }
-    });
+    if let Some(h) = take_slot(core) {
+        // SAFETY: out of its slot; the lock is held as `st`.
+        unsafe { dissolve(st, h) };
+    }
 }
 
 /// Lets go of this thread's heap for the arena at `core` (orphaned).
@@ -187,23 +175,39 @@ pub(crate) fn leave_own(st: &mut crate::arena::state::ArenaState, core: &ArenaCo
 /// The thread's heap for `core` is registered (it keeps the body); the
 /// body may be gone when this returns.
 pub(crate) unsafe fn leave_current(core: NonNull<ArenaCore>) {
-    let _ = HEAPS.try_with(|hs| {
-        for s in &hs.slots {
-            let h = s.get();
-            // SAFETY: a heap this thread made and still holds.
-            if !h.is_null() && core::ptr::eq(unsafe { (*h).core }, core.as_ptr()) {
-                s.set(null_mut());
-                let _ = LAST.try_with(|l| {
-                    if l.get() == h {
-                        l.set(NO_HEAP)
-                    }
-                });
-                // SAFETY: out of its slot.
-                unsafe { leave(NonNull::new_unchecked(h)) };
-                return;
-            }
+    // SAFETY: the caller's contract: the body is alive for the lookup.
+    if let Some(h) = take_slot(unsafe { core.as_ref() }) {
+        // SAFETY: out of its slot.
+        unsafe { leave(h) };
+    }
+}
+
+/// Takes this thread's heap for `core` out of its slot (and out of
+/// `LAST`), if it has one.
+fn take_slot(core: &ArenaCore) -> Option<NonNull<ThreadHeap>> {
+    HEAPS
+        .try_with(|hs| {
+            hs.slots.iter().find_map(|s| {
+                let h = s.get();
+                // SAFETY: a heap this thread made and still holds.
+                let mine = !h.is_null() && core::ptr::eq(unsafe { (*h).core }, core);
+                mine.then(|| unslot(s, h))
+            })
+        })
+        .ok()
+        .flatten()
+}
+
+/// Empties slot `s`, which holds `h`, and forgets `h` as the last heap.
+fn unslot(s: &Cell<*mut ThreadHeap>, h: *mut ThreadHeap) -> NonNull<ThreadHeap> {
+    s.set(null_mut());
+    let _ = LAST.try_with(|l| {
+        if l.get() == h {
+            l.set(NO_HEAP)
         }
     });
+    // SAFETY: slots hold only non-null heaps when taken.
+    unsafe { NonNull::new_unchecked(h) }
 }
 
 /// Tells every thread to look for heaps of orphaned arenas.
@@ -223,14 +227,8 @@ fn leave_orphaned(hs: &Heaps, keep: &ArenaCore) {
         if core::ptr::eq(core, keep) || core.epoch.load(Relaxed) & ORPHANED == 0 {
             continue;
         }
-        s.set(null_mut());
-        let _ = LAST.try_with(|l| {
-            if l.get() == h {
-                l.set(NO_HEAP)
-            }
-        });
         // SAFETY: a heap this thread made, out of its slot now.
-        unsafe { leave(NonNull::new_unchecked(h)) };
+        unsafe { leave(unslot(s, h)) };
     }
 }
 
