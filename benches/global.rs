@@ -13,7 +13,7 @@
 //!   directly. The difference, halved, is the cost per call.
 //! - then both comparisons again as printed tables, each variant's fastest of
 //!   400 interleaved short rounds (robust on a shared, loaded machine; this
-//!   is what `docs/global.md` quotes).
+//!   is what `docs/benchmarks.md` quotes).
 //!
 //! This binary installs `ScopedGlobal` as its global allocator, as a user would.
 

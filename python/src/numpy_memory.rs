@@ -11,8 +11,9 @@
 //! Here the handler's `ctx` owns a handle to an execution or I/O arena:
 //! - `malloc`: a buffer from the arena, 64-byte aligned, given up as a raw
 //!   buffer (`Allocation::into_raw`); every size goes to the arena, small
-//!   ones to its small classes (see `docs/python.md` for why). A request the
-//!   arena refuses falls back to the C allocator (counted).
+//!   ones to its small classes (`docs/guide/python.md`, "Small arrays go to
+//!   the arena too", says why). A request the arena refuses falls back to
+//!   the C allocator (counted).
 //! - `calloc`: the same, zeroed unless the pages are fresh from the OS.
 //! - `realloc`: in place when the new size fits the buffer's capacity,
 //!   otherwise a new buffer from the same arena, a copy, and the old one
