@@ -9,13 +9,21 @@
 //! The library is loaded with `dlopen` (`RTLD_LOCAL`: it serves only the
 //! calls made here, while the fuzzer and ASan keep their own allocator)
 //! from `WARMARENA_SO`, else `target/debug/libwarmarena.so` beside this
-//! workspace (`scripts/fuzz.sh` builds it first). After every operation:
+//! workspace (`scripts/fuzz.sh` builds it first). Its thread state word is
+//! initial-exec TLS, so the whole of its TLS block (about 2 KiB) must fit
+//! in the static TLS that glibc keeps for libraries loaded later, 512
+//! bytes by default: run the target with
+//! `GLIBC_TUNABLES=glibc.rtld.optional_static_tls=8192` (`scripts/fuzz.sh`
+//! sets it), else the `dlopen` fails. After every operation:
 //!
 //! - a successful call returned a pointer aligned as asked (at least 16),
 //!   with `malloc_usable_size` at least the size asked for;
 //! - no two live blocks overlap, and every live block keeps the bytes
 //!   written into it (a `calloc` block reads as zero; a `realloc` keeps
-//!   the smaller size's bytes);
+//!   what was written below the smaller size);
+//! - the library's calls to its own functions (`reallocarray` to
+//!   `realloc`, `realloc` to `free`, `mallinfo` to `mallinfo2`) stay in
+//!   it, though the process's `malloc` here is ASan's;
 //! - bad input gets glibc's answer: `NULL` with `ENOMEM` for a `calloc` or
 //!   `reallocarray` whose product overflows and for `malloc(SIZE_MAX)`,
 //!   `EINVAL` from `posix_memalign` for a bad alignment (`*out` untouched),
@@ -84,10 +92,22 @@ fn lib() -> &'static Lib {
         // SAFETY: a NUL-terminated path; the library's constructors only
         // set up its own arena.
         let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-        assert!(
-            !h.is_null(),
-            "cannot load {path} (build it with `cargo build -p warmarena-malloc`, or set WARMARENA_SO)"
-        );
+        if h.is_null() {
+            // SAFETY: dlerror's message is NUL-terminated (or null).
+            let why = unsafe {
+                let e = libc::dlerror();
+                if e.is_null() {
+                    String::new()
+                } else {
+                    std::ffi::CStr::from_ptr(e).to_string_lossy().into_owned()
+                }
+            };
+            panic!(
+                "cannot load {path}: {why}\n(build it with `cargo build -p warmarena-malloc`, or set \
+                 WARMARENA_SO; \"cannot allocate memory in static TLS block\": run with \
+                 GLIBC_TUNABLES=glibc.rtld.optional_static_tls=8192, as scripts/fuzz.sh does)"
+            );
+        }
         // SAFETY: a NUL-terminated name of a library the process has loaded.
         let glibc = unsafe { libc::dlopen(c"libc.so.6".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
         assert!(!glibc.is_null(), "libc.so.6 is not loaded");
@@ -210,35 +230,51 @@ fn set_errno(v: c_int) {
     unsafe { *libc::__errno_location() = v };
 }
 
-/// Bytes checked at each end of a block (a large block is not read whole).
+/// Bytes written and checked at each end of a block (a large block is not
+/// written whole).
 const EDGE: usize = 256;
 
+/// The ranges of a block of `size` bytes that [`fill_bytes`] writes: all
+/// of it up to `2 * EDGE` bytes, else its first and last `EDGE` bytes.
+fn written(size: usize) -> [(usize, usize); 2] {
+    if size <= 2 * EDGE {
+        [(0, size), (size, size)]
+    } else {
+        [(0, EDGE), (size - EDGE, size)]
+    }
+}
+
+/// Checks that the bytes [`fill_bytes`] wrote into a block of `size` bytes
+/// at `p` still read `fill`.
 fn check_bytes(p: usize, size: usize, fill: u8) {
-    let check = |from: usize, to: usize| {
-        // SAFETY: `from..to` lies inside a live block of `size` bytes.
+    check_kept(p, size, size, fill);
+}
+
+/// Checks what a resize from `old` to `new` bytes keeps: the bytes
+/// [`fill_bytes`] wrote into the block of `old` bytes, below `new` (a
+/// shrunk block's end was never written).
+fn check_kept(p: usize, old: usize, new: usize, fill: u8) {
+    for (from, to) in written(old) {
+        let to = to.min(new);
+        if from >= to {
+            continue;
+        }
+        // SAFETY: `from..to` lies inside a live block of at least `new` bytes.
         let s = unsafe { std::slice::from_raw_parts((p + from) as *const u8, to - from) };
         if let Some(i) = s.iter().position(|&b| b != fill) {
             panic!(
-                "block {p:#x} ({size} B) byte {} is {:#x}, not {fill:#x}",
+                "block {p:#x} ({old} B, now {new} B) byte {} is {:#x}, not {fill:#x}",
                 from + i,
                 s[i]
             );
         }
-    };
-    if size <= 2 * EDGE {
-        check(0, size);
-    } else {
-        check(0, EDGE);
-        check(size - EDGE, size);
     }
 }
 
 fn fill_bytes(p: usize, size: usize, fill: u8) {
-    // SAFETY: a live block of at least `size` bytes, ours.
-    unsafe { std::ptr::write_bytes(p as *mut u8, fill, size.min(2 * EDGE)) };
-    if size > 2 * EDGE {
-        // SAFETY: as above.
-        unsafe { std::ptr::write_bytes((p + size - EDGE) as *mut u8, fill, EDGE) };
+    for (from, to) in written(size) {
+        // SAFETY: `from..to` lies inside a live block of `size` bytes, ours.
+        unsafe { std::ptr::write_bytes((p + from) as *mut u8, fill, to - from) };
     }
 }
 
@@ -326,7 +362,7 @@ fuzz_target!(|ops: Vec<Op>| {
                     let b = st.take(a);
                     let q = (l.realloc)(a as *mut c_void, n);
                     assert!(!q.is_null());
-                    check_bytes(q as usize, b.size.min(n), b.fill);
+                    check_kept(q as usize, b.size, n, b.fill);
                     st.add(q, n, 16, false);
                 }
                 Op::ReallocZero(i) => {
@@ -343,7 +379,7 @@ fuzz_target!(|ops: Vec<Op>| {
                         Some(a) => {
                             let b = st.take(a);
                             let q = (l.reallocarray)(a as *mut c_void, n, size);
-                            check_bytes(q as usize, b.size.min(n * size), b.fill);
+                            check_kept(q as usize, b.size, n * size, b.fill);
                             st.add(q, n * size, 16, false);
                         }
                         None => {
@@ -412,7 +448,7 @@ fuzz_target!(|ops: Vec<Op>| {
                     let m = t.get().max(1);
                     let q = (l.realloc)(p, m);
                     assert!(!q.is_null());
-                    check_bytes(q as usize, n.min(m), 0x5a);
+                    check_kept(q as usize, n, m, 0x5a);
                     // A foreign pointer stays with glibc.
                     (l.glibc_free)(q);
                 }

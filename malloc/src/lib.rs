@@ -318,6 +318,20 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
 /// `p` is null or a live pointer from a `malloc`-family function.
 #[cfg_attr(not(warmarena_tsan), no_mangle)]
 pub unsafe extern "C" fn free(p: *mut c_void) {
+    // SAFETY: forwarded contract.
+    unsafe { free_impl(p) }
+}
+
+/// [`free`]'s body. The library's own frees (`realloc`, `cfree`) call it
+/// directly, never the exported symbol: a call to that goes through the
+/// GOT, and where this library is not the process's `malloc` (loaded with
+/// `dlopen`, or an executable with an allocator of its own) it would reach
+/// another allocator's `free` with an arena pointer.
+///
+/// # Safety
+/// As [`free`].
+#[inline(always)]
+unsafe fn free_impl(p: *mut c_void) {
     if p.is_null() {
         return;
     }
@@ -341,7 +355,7 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
 #[no_mangle]
 pub unsafe extern "C" fn cfree(p: *mut c_void) {
     // SAFETY: forwarded contract.
-    unsafe { free(p) }
+    unsafe { free_impl(p) }
 }
 
 /// `n * size` zeroed bytes; null with `ENOMEM` when the product overflows.
@@ -392,12 +406,22 @@ pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
 /// `p` is null or a live pointer from a `malloc`-family function.
 #[cfg_attr(not(warmarena_tsan), no_mangle)]
 pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
+    // SAFETY: forwarded contract.
+    unsafe { realloc_impl(p, size) }
+}
+
+/// [`realloc`]'s body, which `reallocarray` calls directly (see
+/// [`free_impl`]).
+///
+/// # Safety
+/// As [`realloc`].
+unsafe fn realloc_impl(p: *mut c_void, size: usize) -> *mut c_void {
     if p.is_null() {
         return alloc(size, MALLOC_ALIGN);
     }
     if size == 0 {
         // SAFETY: the caller's contract.
-        unsafe { free(p) };
+        unsafe { free_impl(p) };
         return null_mut();
     }
     if !global::is_arena_memory(p.cast()) {
@@ -462,7 +486,7 @@ unsafe fn move_to_new(p: *mut c_void, have: usize, size: usize) -> *mut c_void {
     // SAFETY: distinct live blocks, each at least the bytes copied.
     unsafe { core::ptr::copy_nonoverlapping(p.cast::<u8>(), q.cast::<u8>(), have.min(size)) };
     // SAFETY: the caller's contract; `p` is given up.
-    unsafe { free(p) };
+    unsafe { free_impl(p) };
     q
 }
 
@@ -475,7 +499,7 @@ unsafe fn move_to_new(p: *mut c_void, have: usize, size: usize) -> *mut c_void {
 pub unsafe extern "C" fn reallocarray(p: *mut c_void, n: usize, size: usize) -> *mut c_void {
     match n.checked_mul(size) {
         // SAFETY: forwarded contract.
-        Some(total) => unsafe { realloc(p, total) },
+        Some(total) => unsafe { realloc_impl(p, total) },
         None => enomem(),
     }
 }
@@ -635,6 +659,11 @@ pub struct Mallinfo2 {
 /// Safe to call from C at any time.
 #[no_mangle]
 pub unsafe extern "C" fn mallinfo2() -> Mallinfo2 {
+    mallinfo2_impl()
+}
+
+/// [`mallinfo2`]'s body, which `mallinfo` calls directly (see [`free_impl`]).
+fn mallinfo2_impl() -> Mallinfo2 {
     if PROCESS.load(Ordering::Acquire) != ON {
         return Mallinfo2::default();
     }
@@ -685,8 +714,7 @@ pub struct Mallinfo {
 /// Safe to call from C at any time.
 #[no_mangle]
 pub unsafe extern "C" fn mallinfo() -> Mallinfo {
-    // SAFETY: no preconditions.
-    let m = unsafe { mallinfo2() };
+    let m = mallinfo2_impl();
     let c = |v: usize| c_int::try_from(v).unwrap_or(c_int::MAX);
     Mallinfo {
         arena: c(m.arena),
