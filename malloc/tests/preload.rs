@@ -1,8 +1,11 @@
-//! `libwarmarena.so` under `LD_PRELOAD`: C and C++ programs (`tests/c/`)
-//! compiled with the system compiler, run section by section with the
-//! library preloaded, and once without it (the same checks hold for glibc,
-//! but for those marked "arena only"). Without `cc` (or `c++`) a test says
-//! so and passes: the library itself needs no C compiler.
+//! `libwarmarena.so` under `LD_PRELOAD`, and linked: C and C++ programs
+//! (`tests/c/`) compiled with the system compiler, run section by section
+//! with the library preloaded, and once without it (the same checks hold
+//! for glibc, but for those marked "arena only"); the C test again, and a
+//! small program that checks its mallocs reach the arena, linked with
+//! `-lwarmarena` (an rpath to the library's directory, no `LD_PRELOAD`).
+//! Without `cc` (or `c++`) a test says so and passes: the library itself
+//! needs no C compiler.
 //!
 //! The library is the package's cdylib, which cargo builds before this
 //! test (`target/<profile>/libwarmarena.so`, next to the test's `deps/`).
@@ -67,7 +70,26 @@ fn compile(compiler: &str, args: &[&str]) {
     );
 }
 
-/// The programs, compiled once per test binary: the C test, the `dlopen`
+/// The flags that link a program with the built library: `-lwarmarena`
+/// from its directory, found there at run time through an rpath.
+/// (`--no-as-needed`: the library stays a dependency where the compiler
+/// drops unused ones by default; the program's `malloc` is reason enough.)
+fn link_flags() -> Vec<String> {
+    let dir = library()
+        .parent()
+        .expect("the library's directory")
+        .to_owned();
+    let dir = dir.to_str().expect("a UTF-8 target path");
+    vec![
+        format!("-L{dir}"),
+        format!("-Wl,-rpath,{dir}"),
+        "-Wl,--no-as-needed".to_string(),
+        "-lwarmarena".to_string(),
+    ]
+}
+
+/// The programs, compiled once per test binary: the C test (preloaded, and
+/// a second build linked with the library), the link test, the `dlopen`
 /// library under 20 names, and (if `c++` exists) the C++ test.
 struct Built {
     dir: PathBuf,
@@ -100,6 +122,35 @@ fn built() -> Option<&'static Built> {
                     "-ldl",
                 ],
             );
+            let linked = dir.join("preload_test_linked");
+            let link = link_flags();
+            let (c_test, link_c) = (src.join("preload_test.c"), src.join("link_test.c"));
+            let mut args = vec![
+                "-O1",
+                "-g",
+                "-pthread",
+                "-Wall",
+                "-Wno-alloc-size-larger-than",
+                "-Wno-use-after-free",
+                "-o",
+                linked.to_str().unwrap(),
+                c_test.to_str().unwrap(),
+                "-ldl",
+            ];
+            args.extend(link.iter().map(String::as_str));
+            compile("cc", &args);
+            let link_test = dir.join("link_test");
+            let mut args = vec![
+                "-O1",
+                "-g",
+                "-Wall",
+                "-o",
+                link_test.to_str().unwrap(),
+                link_c.to_str().unwrap(),
+                "-ldl",
+            ];
+            args.extend(link.iter().map(String::as_str));
+            compile("cc", &args);
             let lib = dir.join("libdltest.so");
             compile(
                 "cc",
@@ -258,6 +309,67 @@ fn dlopen_of_libraries_with_tls_and_allocating_constructors() {
 #[test]
 fn repeated_large_temporaries_take_no_new_faults() {
     section("warm", &[]);
+}
+
+/// The C test linked with `-lwarmarena`, run without `LD_PRELOAD`: the
+/// sections pass with the library as a dependency too, its "arena only"
+/// checks included (the program finds its `malloc` is the library's).
+#[test]
+fn linked_with_lwarmarena_every_section_passes() {
+    let Some(b) = built() else { return };
+    let prog = b.dir.join("preload_test_linked");
+    let libs: Vec<&str> = b.dl_copies.iter().map(|p| p.to_str().unwrap()).collect();
+    let sections: [(&str, Vec<&str>); 9] = [
+        ("api", vec![]),
+        ("bad", vec![]),
+        ("ctor", vec![]),
+        ("threads", vec!["64"]),
+        ("prodcons", vec![]),
+        ("fork", vec![]),
+        ("foreign", vec![]),
+        ("dlopen", libs),
+        ("warm", vec![]),
+    ];
+    for (name, extra) in sections {
+        let mut args = vec![name];
+        args.extend_from_slice(&extra);
+        let r = run(&prog, &args, false, &[], Duration::from_secs(120));
+        assert!(
+            r.ok && r.stdout.contains(&format!("ok {name}")),
+            "section {name} linked with the library failed\nstdout:\n{}\nstderr:\n{}",
+            r.stdout,
+            r.stderr
+        );
+    }
+}
+
+/// A program linked with `-lwarmarena` (no `LD_PRELOAD`): its `malloc` is
+/// the library's, and its allocations, glibc's internal ones included, are
+/// the arena's (`mallinfo2` counts each as a live arena buffer, and the
+/// live bytes grow by exactly their usable sizes); `WARMARENA_STATS=1`
+/// prints the summary at exit.
+#[test]
+fn linked_with_lwarmarena_mallocs_are_the_arenas() {
+    let Some(b) = built() else { return };
+    let prog = b.dir.join("link_test");
+    let r = run(
+        &prog,
+        &[],
+        false,
+        &[("WARMARENA_STATS", "1")],
+        Duration::from_secs(60),
+    );
+    assert!(
+        r.ok && r.stdout.contains("ok link"),
+        "link test failed\nstdout:\n{}\nstderr:\n{}",
+        r.stdout,
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("warmarena: pid") && r.stderr.contains("peak live"),
+        "no summary at exit from the linked library:\n{}",
+        r.stderr
+    );
 }
 
 #[test]

@@ -1,6 +1,8 @@
 /* The C test of libwarmarena.so, run by tests/preload.rs under
- * LD_PRELOAD (and once without it, as a control: every check holds for
- * glibc too, except those marked "arena only").
+ * LD_PRELOAD, linked with -lwarmarena (a second build of this file), and
+ * once without it, as a control: every check holds for glibc too, except
+ * those marked "arena only" (made where the process's malloc is the
+ * library's).
  *
  *   preload_test SECTION [ARGS]
  *
@@ -571,9 +573,17 @@ static void section_warm(void) {
     if (under_arena) CHECK(warm < 64);
 }
 
+/* Whether the process's malloc (the first definition in the global scope)
+ * is libwarmarena.so's: preloaded or linked. */
+static int malloc_is_warmarena(void) {
+    Dl_info info;
+    void *m = dlsym(RTLD_DEFAULT, "malloc");
+    return m && dladdr(m, &info) && info.dli_fname &&
+           strstr(info.dli_fname, "libwarmarena") != NULL;
+}
+
 int main(int argc, char **argv) {
-    const char *pre = getenv("LD_PRELOAD");
-    under_arena = pre && strstr(pre, "warmarena") != NULL;
+    under_arena = malloc_is_warmarena();
     const char *what = argc > 1 ? argv[1] : "api";
     if (!strcmp(what, "api")) section_api();
     else if (!strcmp(what, "bad")) section_bad();
