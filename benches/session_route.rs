@@ -13,11 +13,11 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use std::alloc::Layout;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
-use warmarena::session::{GraphSpec, RunContext, Session};
+use warmarena::session::{ArenaRun, Graph, Session};
 use warmarena::{ExecutionArena, IoArena};
 
-fn graph() -> GraphSpec {
-    GraphSpec::new()
+fn graph() -> Graph {
+    Graph::new()
         .input("x")
         .node("n", &["x"], &["out", "mid"])
         .node("m", &["mid"], &["y"])
@@ -30,7 +30,7 @@ fn route(c: &mut Criterion) {
     let exec = ExecutionArena::new();
     let io = IoArena::new();
     let s = Session::new(&g, exec.clone(), io.clone()).unwrap();
-    let ctx = RunContext::new(&s);
+    let ctx = ArenaRun::new(&s);
     let mut grp = c.benchmark_group("output_alloc_64KiB");
     drop(exec.allocate(65536, 64).unwrap());
     drop(io.allocate(65536, 64).unwrap());
@@ -66,7 +66,7 @@ fn fastest_of_rounds(_: &mut Criterion) {
     let exec = ExecutionArena::new();
     let io = IoArena::new();
     let s = Session::new(&graph(), exec.clone(), io.clone()).unwrap();
-    let ctx = RunContext::new(&s);
+    let ctx = ArenaRun::new(&s);
     let direct_exec = |l: Layout, n| {
         timed(n, || {
             drop(black_box(exec.allocate(black_box(l.size()), 64).unwrap()))

@@ -4,7 +4,7 @@
 //! `cargo run --release --example executor`
 
 use warmarena::faults::FaultCounter;
-use warmarena::session::{RunContext, Session};
+use warmarena::session::{ArenaRun, Session};
 use warmarena::{ExecutionArena, IoArena};
 use warmarena_net::{bytes::as_bytes, Net, NetConfig};
 
@@ -14,7 +14,7 @@ fn main() {
     let session =
         Session::new(&Net::graph(), ExecutionArena::new(), IoArena::new()).expect("valid graph");
     let image = net.example_input(1);
-    let mut ctx = RunContext::new(&session);
+    let mut ctx = ArenaRun::new(&session);
 
     let warm_up = net.run(&mut ctx, &image).expect("run");
     let (features, logits) = net.reference(&image);

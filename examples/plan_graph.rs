@@ -1,12 +1,12 @@
 //! A graph planned ahead: its intermediates packed into one block by the
-//! planner, run with [`PlannedContext`] (one execution-arena block per run,
+//! planner, run with [`PlannedRun`] (one execution-arena block per run,
 //! every intermediate and workspace a window at its planned offset), and
 //! drawn with `warmarena plan --svg`.
 //!
 //! The graph is a small transformer-like block: `x -> embed -> e -> attn
 //! -> a -> up -> u -> down -> d`, then `add(a, d) -> y`, the declared
-//! output. The kernels are written once against [`KernelContext`] and run
-//! under [`RunContext`] (one buffer per value) as the reference.
+//! output. The kernels are written once against [`RunMemory`] and run
+//! under [`ArenaRun`] (one buffer per value) as the reference.
 //!
 //! The example writes the same graph in the planner's JSON graph format to
 //! a temporary folder and prints the command that draws its packing.
@@ -16,9 +16,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use warmarena::planner::plan_trace;
-use warmarena::session::{
-    GraphSpec, KernelContext, NodeId, OutputBuffer, PlannedContext, RunContext, Session,
-};
+use warmarena::session::{ArenaRun, Graph, NodeId, OutputBuffer, PlannedRun, RunMemory, Session};
 use warmarena::{ExecutionArena, IoArena};
 
 /// Each node: its name, inputs, output, and workspace bytes.
@@ -40,10 +38,10 @@ fn value_bytes(name: &str) -> Option<usize> {
     })
 }
 
-fn graph() -> GraphSpec {
+fn graph() -> Graph {
     NODES
         .iter()
-        .fold(GraphSpec::new().input("x"), |g, (name, inputs, out, _)| {
+        .fold(Graph::new().input("x"), |g, (name, inputs, out, _)| {
             g.node(name, inputs, &[out])
         })
         .output("y")
@@ -52,7 +50,7 @@ fn graph() -> GraphSpec {
 /// One run of the graph in either mode: each node's output byte `i` is a
 /// function of byte `i` (cyclically) of its inputs; each node with a
 /// workspace fills it first, as a kernel's scratch. Returns `y`.
-fn run<'i, C: KernelContext<'i>>(ctx: &mut C, x: &'i [u8]) -> Vec<u8> {
+fn run<'i, C: RunMemory<'i>>(ctx: &mut C, x: &'i [u8]) -> Vec<u8> {
     ctx.borrow_input("x", x).expect("x is the graph's input");
     for (node, (_, inputs, out, ws_bytes)) in NODES.iter().enumerate() {
         let node: NodeId = node;
@@ -124,10 +122,10 @@ fn main() {
     let x: Vec<u8> = (0..value_bytes("x").unwrap())
         .map(|i| (i % 253) as u8)
         .collect();
-    let reference = run(&mut RunContext::new(&session), &x);
+    let reference = run(&mut ArenaRun::new(&session), &x);
 
     // Plan once for these sizes; a repeated shape is a cache hit.
-    let mut ctx = PlannedContext::new(&session).expect("planned context");
+    let mut ctx = PlannedRun::new(&session).expect("planned run");
     let plan = ctx
         .prepare(value_bytes, |node| NODES[node].3)
         .expect("a plan");

@@ -20,7 +20,7 @@
 //! order: a kernel's temporaries), and at each run every task moves on to
 //! the next worker, so the buffers a task needs were last freed on
 //! another thread. Each task ends with a run boundary (`begin_run`), as a
-//! pool's runs do (`RunContext::clear`).
+//! pool's runs do (`ArenaRun::clear`).
 
 use allocator_api2::alloc::{Allocator, Layout};
 use std::ptr::NonNull;
@@ -134,7 +134,7 @@ fn main() {
                     if moving {
                         stream(&a, &bands[(t + r) % threads]);
                         // The task's run ended on this worker (as a
-                        // session's `RunContext::clear` says it): what it
+                        // session's `ArenaRun::clear` says it): what it
                         // freed is the arena's for the next worker.
                         a.begin_run();
                     } else {

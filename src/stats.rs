@@ -98,7 +98,7 @@ pub struct ArenaStats {
     /// KiB and up at a time, at first the arena's maker's) moved to another
     /// thread: at a run boundary crossed by that thread
     /// ([`ExecutionArena::begin_run`](crate::ExecutionArena::begin_run),
-    /// a session's run context), or to the next thread that asked after its
+    /// a session's [`ArenaRun`](crate::session::ArenaRun)), or to the next thread that asked after its
     /// thread exited; each time only while no heap buffer was live. A
     /// runtime whose runs move between worker threads sees it climb by one
     /// a move.

@@ -3,7 +3,7 @@
 //! The inputs are also in the seed corpora under fuzz/corpus/<target>/.
 
 use warmarena::planner::{
-    compute_liveness, parse_csv, plan, write_csv, Buffer, Graph, InPlaceHint, Node, PlanError,
+    compute_liveness, parse_csv, plan, write_csv, Buffer, InPlaceHint, Node, PlanError, PlanGraph,
     PlanOptions, ValueId, ViewMap,
 };
 
@@ -14,7 +14,7 @@ use warmarena::planner::{
 #[test]
 fn a_view_chain_reaching_an_unknown_value_is_an_error_not_a_panic() {
     let v = ValueId;
-    let g = Graph {
+    let g = PlanGraph {
         num_values: 10,
         nodes: vec![Node {
             inputs: vec![v(0)],
@@ -60,7 +60,7 @@ fn ids_starting_with_a_hash_survive_a_write_and_read() {
 fn a_node_reading_its_own_output_through_a_view_is_refused() {
     let v = ValueId;
     // 0: graph input; 1, 2: outputs of node 0; 3: a view of 1 nobody defines.
-    let g = Graph {
+    let g = PlanGraph {
         num_values: 4,
         nodes: vec![
             Node {

@@ -92,7 +92,7 @@ proptest! {
                 hints.push(InPlaceHint { node: i, output: 0, input: 0 });
             }
         }
-        let g = Graph { num_values: sizes.len(), nodes, inputs: vec![v(0)], outputs: vec![v(n as u32)] };
+        let g = PlanGraph { num_values: sizes.len(), nodes, inputs: vec![v(0)], outputs: vec![v(n as u32)] };
         let mut views = ViewMap::new();
         if n >= 3 {
             views.insert(v(2), v(1));
@@ -106,8 +106,8 @@ proptest! {
 }
 
 /// x -> n0 -> a -> n1 -> b (view of a) -> n2 -> c -> n3 -> d
-fn chain_with_view() -> (Graph, ViewMap) {
-    let g = Graph {
+fn chain_with_view() -> (PlanGraph, ViewMap) {
+    let g = PlanGraph {
         num_values: 5,
         nodes: vec![
             Node {
@@ -166,7 +166,7 @@ fn views_extend_their_source() {
 
 #[test]
 fn view_of_view_folds_to_root() {
-    let g = Graph {
+    let g = PlanGraph {
         num_values: 5,
         nodes: vec![
             Node {
@@ -203,7 +203,7 @@ fn view_of_view_folds_to_root() {
 #[test]
 fn in_place_only_when_safe() {
     // n0: x -> a; n1: a -> b (in place allowed); n2: (b, a?) ...
-    let g = Graph {
+    let g = PlanGraph {
         num_values: 5,
         nodes: vec![
             Node {
@@ -269,7 +269,7 @@ fn in_place_only_when_safe() {
 #[test]
 fn in_place_refuses_outputs_and_live_views() {
     // a is a graph output: n1 may not write over it.
-    let g = Graph {
+    let g = PlanGraph {
         num_values: 3,
         nodes: vec![
             Node {
@@ -302,7 +302,7 @@ fn in_place_refuses_outputs_and_live_views() {
     assert_ne!(p.offset_of(v(1)), p.offset_of(v(2)));
 
     // a's view is read after n1: n1 may not write over a.
-    let g = Graph {
+    let g = PlanGraph {
         num_values: 4,
         nodes: vec![
             Node {
@@ -365,7 +365,7 @@ fn symbolic_sizes_defer() {
 fn bad_graphs_are_typed_errors() {
     let opts = PlanOptions::default();
     let size = |_: ValueId| Some(8);
-    let late = Graph {
+    let late = PlanGraph {
         num_values: 3,
         nodes: vec![
             Node {
@@ -387,19 +387,19 @@ fn bad_graphs_are_typed_errors() {
             node: 0
         })
     );
-    let unknown = Graph {
+    let unknown = PlanGraph {
         num_values: 1,
         nodes: vec![Node {
             inputs: vec![v(5)],
             outputs: vec![],
         }],
-        ..Graph::default()
+        ..PlanGraph::default()
     };
     assert_eq!(
         plan(&unknown, &ViewMap::new(), &[], size, &opts),
         Err(PlanError::UnknownValue { value: v(5) })
     );
-    let twice = Graph {
+    let twice = PlanGraph {
         num_values: 2,
         nodes: vec![
             Node {
@@ -411,7 +411,7 @@ fn bad_graphs_are_typed_errors() {
                 outputs: vec![v(1)],
             },
         ],
-        ..Graph::default()
+        ..PlanGraph::default()
     };
     assert_eq!(
         plan(&twice, &ViewMap::new(), &[], size, &opts),

@@ -14,7 +14,7 @@ use super::turns::{Turn, Turns};
 use super::workload::{run_net_on, run_net_session, TraceRun};
 use std::time::Duration;
 use warmarena::faults::{FaultCounter, FaultSource};
-use warmarena::session::{RunContext, Session};
+use warmarena::session::{ArenaRun, Session};
 use warmarena_net::{Net, NetConfig};
 
 /// Where `--json` sends the report's JSON.
@@ -380,7 +380,7 @@ pub fn run_ours(
         WorkloadKind::Net => {
             let session = Session::new(&Net::graph(), b.exec.clone(), b.io.clone())
                 .map_err(|e| e.to_string())?;
-            let mut ctx = RunContext::new(&session);
+            let mut ctx = ArenaRun::new(&session);
             drive(&b, sc, wk.name(), d, faults, |v| {
                 run_net_session(&w.nets[v], &mut ctx, &w.images[v])
             })
@@ -860,7 +860,7 @@ pub fn run(o: &ReportOptions) -> Result<(), String> {
         let b = ArenaBackend::default();
         let session =
             Session::new(&Net::graph(), b.exec.clone(), b.io.clone()).map_err(|e| e.to_string())?;
-        let mut ctx = RunContext::new(&session);
+        let mut ctx = ArenaRun::new(&session);
         drop(run_net_session(&w.nets[0], &mut ctx, &w.images[0]));
         b.exec.stats().peak_live_bytes
     };

@@ -5,7 +5,7 @@
 
 use super::backend::Backend;
 use super::replay::Schedule;
-use warmarena::session::RunContext;
+use warmarena::session::ArenaRun;
 use warmarena_net::{kernels, nodes::*, Net};
 
 /// Views `len` bytes of a buffer as floats.
@@ -126,7 +126,7 @@ pub fn run_net_on<B: Backend>(b: &B, net: &Net, image: &[f32]) -> Option<Vec<B::
 /// One run of `net` through the session router (warmarena's own path).
 pub fn run_net_session<'i>(
     net: &Net,
-    ctx: &mut RunContext<'_, 'i>,
+    ctx: &mut ArenaRun<'_, 'i>,
     image: &'i [f32],
 ) -> Option<Vec<warmarena::IoLease>> {
     ctx.clear();

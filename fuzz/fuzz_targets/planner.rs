@@ -8,7 +8,7 @@ use libfuzzer_sys::arbitrary::{self, Arbitrary};
 use libfuzzer_sys::fuzz_target;
 use warmarena::planner::{
     check_buffers, plan_intervals, plan_with_budget, validate, validate_placement, Budget, Buffer,
-    Graph, InPlaceHint, Node, PlanOptions, PlanStatus, SolveOptions, ValueId, ViewMap,
+    InPlaceHint, Node, PlanGraph, PlanOptions, PlanStatus, SolveOptions, ValueId, ViewMap,
 };
 
 warmarena_fuzz::op_counts!(
@@ -146,7 +146,7 @@ fuzz_target!(|input: Input| match input {
         let n = num_values as usize % 48;
         // Ids up to n + 2 so that some are unknown.
         let id = |x: u8| ValueId(u32::from(x) % (n as u32 + 3));
-        let graph = Graph {
+        let graph = PlanGraph {
             num_values: n,
             nodes: nodes
                 .iter()

@@ -11,12 +11,12 @@
 //!
 //! ```
 //! use warmarena_net::{Net, NetConfig};
-//! use warmarena::session::{RunContext, Session};
+//! use warmarena::session::{ArenaRun, Session};
 //! use warmarena::{ExecutionArena, IoArena};
 //! let net = Net::new(NetConfig::tiny(), 7);
 //! let session = Session::new(&Net::graph(), ExecutionArena::new(), IoArena::new()).unwrap();
 //! let image = net.example_input(1);
-//! let mut ctx = RunContext::new(&session);
+//! let mut ctx = ArenaRun::new(&session);
 //! let out = net.run(&mut ctx, &image).unwrap();
 //! let (features, logits) = net.reference(&image);
 //! assert_eq!(out.features.as_slice(), warmarena_net::bytes::as_bytes(&features));
@@ -27,7 +27,7 @@ pub mod bytes;
 pub mod kernels;
 
 use bytes::{as_bytes, f32s, f32s_mut, NotF32};
-use warmarena::session::{GraphSpec, KernelContext, NodeId, OutputBuffer, SessionError};
+use warmarena::session::{Graph, NodeId, OutputBuffer, RunMemory, SessionError};
 use warmarena::IoLease;
 
 /// Node ids, in execution order.
@@ -121,7 +121,7 @@ impl NetConfig {
 impl NetConfig {
     /// Bytes of intermediate `name` (a value of [`Net::graph`] that is
     /// neither the input nor a declared output), for
-    /// [`warmarena::session::PlannedContext::prepare`].
+    /// [`warmarena::session::PlannedRun::prepare`].
     ///
     /// ```
     /// let cfg = warmarena_net::NetConfig::tiny();
@@ -269,8 +269,8 @@ impl Net {
     }
 
     /// The graph, with node ids as in [`nodes`].
-    pub fn graph() -> GraphSpec {
-        GraphSpec::new()
+    pub fn graph() -> Graph {
+        Graph::new()
             .input("image")
             .node("conv1", &["image"], &["c1"])
             .node("relu1", &["c1"], &["r1"])
@@ -293,11 +293,11 @@ impl Net {
     /// allocates through `ctx`, intermediates are freed at their last use,
     /// and the two outputs are exported as leases.
     ///
-    /// `ctx` is a [`warmarena::session::RunContext`] (one arena buffer per
-    /// value) or a [`warmarena::session::PlannedContext`] (windows of one
+    /// `ctx` is a [`warmarena::session::ArenaRun`] (one arena buffer per
+    /// value) or a [`warmarena::session::PlannedRun`] (windows of one
     /// planned block; prepare it with [`NetConfig::value_bytes`] and
     /// [`NetConfig::workspace_bytes`]).
-    pub fn run<'i, C: KernelContext<'i>>(
+    pub fn run<'i, C: RunMemory<'i>>(
         &self,
         ctx: &mut C,
         image: &'i [f32],
@@ -317,7 +317,7 @@ impl Net {
     }
 
     /// Runs every node, given that `image` is set in `ctx`.
-    pub fn execute<'i, C: KernelContext<'i>>(&self, ctx: &mut C) -> Result<(), NetError> {
+    pub fn execute<'i, C: RunMemory<'i>>(&self, ctx: &mut C) -> Result<(), NetError> {
         let cfg = self.config;
         let (c, h, w) = (cfg.channels, cfg.size, cfg.size);
         let act = cfg.act() * 4;
@@ -369,7 +369,7 @@ impl Net {
         Ok(())
     }
 
-    fn conv<'i, C: KernelContext<'i>>(
+    fn conv<'i, C: RunMemory<'i>>(
         &self,
         ctx: &mut C,
         node: NodeId,
@@ -398,7 +398,7 @@ impl Net {
         Ok(())
     }
 
-    fn unary<'i, C: KernelContext<'i>>(
+    fn unary<'i, C: RunMemory<'i>>(
         &self,
         ctx: &mut C,
         node: NodeId,

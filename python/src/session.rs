@@ -8,7 +8,7 @@
 //! into an I/O-arena buffer (counted in the I/O arena's `copies`), unless
 //! the caller asked `require_borrow=True`, in which case it is refused.
 //!
-//! Outputs: each declared output leaves its run context as an `IoLease`
+//! Outputs: each declared output leaves its run (`ArenaRun`) as an `IoLease`
 //! and becomes a NumPy array whose base owns that lease (see `export`), so
 //! it survives `del session`, `del io_arena`, and later runs.
 
@@ -23,7 +23,7 @@ use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 use warmarena::handle::ValueMemory;
-use warmarena::session::{GraphSpec, RunContext, Session as RustSession};
+use warmarena::session::{ArenaRun, Graph, Session as RustSession};
 use warmarena_net::{bytes::as_bytes, Net, NetConfig};
 
 /// What the last run's kernels read for one input.
@@ -38,7 +38,7 @@ struct InputSeen {
 #[pyclass(module = "warmarena")]
 pub struct Session {
     net: Net,
-    graph: GraphSpec,
+    graph: Graph,
     inner: RustSession,
     exec: Py<ExecutionArena>,
     io: Py<IoArena>,
@@ -177,7 +177,7 @@ impl Session {
     fn outputs_dict<'py>(
         &self,
         py: Python<'py>,
-        ctx: &mut RunContext<'_, '_>,
+        ctx: &mut ArenaRun<'_, '_>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let c = self.net.config;
         let f32 = Dtype::f32(py);
@@ -280,7 +280,7 @@ impl Session {
             )));
         }
         // The guard keeps the borrow registered with rust-numpy while the
-        // kernels read it; it must outlive the run context.
+        // kernels read it; it must outlive the run.
         let guard = if dtype_ok && layout_ok {
             let typed = arr.cast::<PyArrayDyn<f32>>()?;
             Some(typed.try_readonly().map_err(|e| {
@@ -289,7 +289,7 @@ impl Session {
         } else {
             None
         };
-        let mut ctx = RunContext::new(&self.inner);
+        let mut ctx = ArenaRun::new(&self.inner);
         match &guard {
             Some(g) => {
                 let floats = g

@@ -8,16 +8,16 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::graph::{Graph, InPlaceHint, PlanError, ValueId, ViewMap};
+use super::graph::{InPlaceHint, PlanError, PlanGraph, ValueId, ViewMap};
 use super::liveness::compute_liveness;
 use super::plan::{plan, ActivationPlan, PlanOptions, PlanStatus};
 
 /// Plans of one graph, one per distinct set of resolved sizes.
 ///
 /// ```
-/// use warmarena::planner::{Graph, Node, PlanCache, PlanOptions, ValueId, ViewMap};
+/// use warmarena::planner::{PlanGraph, Node, PlanCache, PlanOptions, ValueId, ViewMap};
 /// let v = ValueId;
-/// let g = Graph {
+/// let g = PlanGraph {
 ///     num_values: 3,
 ///     nodes: vec![Node { inputs: vec![v(0)], outputs: vec![v(1)] }, Node { inputs: vec![v(1)], outputs: vec![v(2)] }],
 ///     inputs: vec![v(0)],
@@ -33,7 +33,7 @@ use super::plan::{plan, ActivationPlan, PlanOptions, PlanStatus};
 /// assert!(cache.get(|_| None).unwrap().is_none()); // still symbolic: deferred
 /// ```
 pub struct PlanCache {
-    graph: Graph,
+    graph: PlanGraph,
     views: ViewMap,
     hints: Vec<InPlaceHint>,
     options: PlanOptions,
@@ -49,7 +49,7 @@ impl PlanCache {
     /// A cache for `graph` keeping at most `capacity` plans (at least one;
     /// the oldest is dropped first). Checks the graph now.
     pub fn new(
-        graph: Graph,
+        graph: PlanGraph,
         views: ViewMap,
         hints: Vec<InPlaceHint>,
         options: PlanOptions,

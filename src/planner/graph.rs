@@ -6,7 +6,7 @@ use std::fmt;
 
 use super::interval::IntervalError;
 
-/// A value (tensor) of the graph: an index below [`Graph::num_values`].
+/// A value (tensor) of the graph: an index below [`PlanGraph::num_values`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ValueId(pub u32);
 
@@ -26,14 +26,20 @@ pub struct Node {
     pub outputs: Vec<ValueId>,
 }
 
-/// A graph in topological order. Values that no node defines and that are
-/// not graph inputs (weights, constants) are external: they are read but
-/// never planned.
+/// The graph as the planner reads it: values by [`ValueId`], nodes in
+/// topological order. Values that no node defines and that are not graph
+/// inputs (weights, constants) are external: they are read but never
+/// planned.
+///
+/// The graph users build, with named values, is
+/// [`session::Graph`](crate::session::Graph); a
+/// [`PlannedRun`](crate::session::PlannedRun) makes this form of it
+/// ([`planner_graph`](crate::session::PlannedRun::planner_graph)).
 ///
 /// ```
-/// use warmarena::planner::{Graph, Node, ValueId};
+/// use warmarena::planner::{PlanGraph, Node, ValueId};
 /// let v = ValueId;
-/// let g = Graph {
+/// let g = PlanGraph {
 ///     num_values: 3,
 ///     nodes: vec![
 ///         Node { inputs: vec![v(0)], outputs: vec![v(1)] },
@@ -45,7 +51,7 @@ pub struct Node {
 /// assert!(g.check().is_ok());
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Graph {
+pub struct PlanGraph {
     /// Number of values; every [`ValueId`] is below it.
     pub num_values: usize,
     /// Nodes in topological (execution) order.
@@ -115,7 +121,7 @@ impl ViewMap {
 /// memory (an elementwise op, say). The planner uses it only when safe.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InPlaceHint {
-    /// Index of the node in [`Graph::nodes`].
+    /// Index of the node in [`PlanGraph::nodes`].
     pub node: usize,
     /// Position in the node's outputs.
     pub output: usize,
@@ -205,7 +211,7 @@ pub(crate) enum Def {
     Node(usize),
 }
 
-impl Graph {
+impl PlanGraph {
     /// Checks ids, single definitions and topological order; returns where
     /// each value is defined.
     pub(crate) fn definitions(&self) -> Result<Vec<Def>, PlanError> {

@@ -23,7 +23,7 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use super::graph::{Graph, InPlaceHint, Node, ValueId, ViewMap};
+use super::graph::{InPlaceHint, Node, PlanGraph, ValueId, ViewMap};
 
 /// A JSON value. Numbers keep their text; the graph reader only takes
 /// non-negative integers.
@@ -264,11 +264,13 @@ fn uint(v: &Json, what: &str) -> Result<usize, JsonError> {
     }
 }
 
-/// A graph read from the JSON format, with the names and sizes it gave.
+/// What a graph file in the JSON format holds: the graph as the planner
+/// reads it, its views and in-place hints, and the names, sizes and
+/// alignment the file gave.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct JsonGraph {
+pub struct GraphFile {
     /// The graph; value `i` is `names[i]`.
-    pub graph: Graph,
+    pub graph: PlanGraph,
     /// The views.
     pub views: ViewMap,
     /// The in-place hints.
@@ -290,7 +292,7 @@ pub struct JsonGraph {
 /// assert_eq!(g.graph.nodes.len(), 1);
 /// assert!(parse_graph_json(r#"{"values": [], "nodes": [{"inputs": ["zz"]}]}"#).is_err());
 /// ```
-pub fn parse_graph_json(text: &str) -> Result<JsonGraph, JsonError> {
+pub fn parse_graph_json(text: &str) -> Result<GraphFile, JsonError> {
     let doc = parse_json(text)?;
     if !matches!(doc, Json::Obj(_)) {
         return bad("the document must be an object".into());
@@ -324,9 +326,9 @@ pub fn parse_graph_json(text: &str) -> Result<JsonGraph, JsonError> {
     let ids = |v: Option<&Json>, what: &str| -> Result<Vec<ValueId>, JsonError> {
         array(v, what)?.iter().map(id).collect()
     };
-    let mut graph = Graph {
+    let mut graph = PlanGraph {
         num_values: names.len(),
-        ..Graph::default()
+        ..PlanGraph::default()
     };
     let mut hints = Vec::new();
     for (n, node) in array(doc.get("nodes"), "nodes")?.iter().enumerate() {
@@ -358,7 +360,7 @@ pub fn parse_graph_json(text: &str) -> Result<JsonGraph, JsonError> {
         .get("alignment")
         .map(|a| uint(a, "alignment"))
         .transpose()?;
-    Ok(JsonGraph {
+    Ok(GraphFile {
         graph,
         views,
         hints,

@@ -7,7 +7,7 @@
 //! reads of its root owner, so the owner outlives every view of it. A graph
 //! output (or a view that is one) keeps its owner live to the end of the run.
 
-use super::graph::{Def, Graph, PlanError, ValueId, ViewMap};
+use super::graph::{Def, PlanError, PlanGraph, ValueId, ViewMap};
 
 /// A half-open live range `[start, end)` in node indices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,10 +48,10 @@ impl Liveness {
 /// root owner and keeping graph outputs live to the end.
 ///
 /// ```
-/// use warmarena::planner::{compute_liveness, Graph, Interval, Node, ValueId, ViewMap};
+/// use warmarena::planner::{compute_liveness, PlanGraph, Interval, Node, ValueId, ViewMap};
 /// let v = ValueId;
 /// // 0 -> [n0] -> 1 -> [n1: view] -> 2 -> [n2] -> 3
-/// let g = Graph {
+/// let g = PlanGraph {
 ///     num_values: 4,
 ///     nodes: vec![
 ///         Node { inputs: vec![v(0)], outputs: vec![v(1)] },
@@ -69,7 +69,7 @@ impl Liveness {
 /// assert_eq!(live.interval[2], None); // a view owns no buffer
 /// assert_eq!(live.interval[3], Some(Interval { start: 2, end: 3 }));
 /// ```
-pub fn compute_liveness(graph: &Graph, views: &ViewMap) -> Result<Liveness, PlanError> {
+pub fn compute_liveness(graph: &PlanGraph, views: &ViewMap) -> Result<Liveness, PlanError> {
     let def = graph.definitions()?;
     let n = graph.num_values;
     let mut root = vec![ValueId(0); n];

@@ -7,7 +7,7 @@
 //! system calls, no clock) and deterministic.
 //!
 //! ```text
-//! Graph + ViewMap + size oracle
+//! PlanGraph + ViewMap + size oracle
 //!   -> compute_liveness      live interval per buffer owner (views folded in)
 //!   -> in-place hints        an output may take over a dying input's slot
 //!   -> solve                 offsets: constructive passes (the lowest kept),
@@ -77,11 +77,11 @@ pub use cache::PlanCache;
 #[doc(hidden)]
 pub use constructive::Pass;
 pub use csv::{parse_csv, write_csv, CsvError, CsvInstance};
-pub use graph::{Graph, InPlaceHint, Node, PlanError, ValueId, ViewMap};
+pub use graph::{InPlaceHint, Node, PlanError, PlanGraph, ValueId, ViewMap};
 #[doc(hidden)]
 pub use greedy::{greedy, greedy_by_size, GreedyOrder};
 pub use interval::{check_buffers, lower_bound, Buffer, IntervalError, Placement};
-pub use json::{parse_graph_json, JsonError, JsonGraph};
+pub use json::{parse_graph_json, GraphFile, JsonError};
 #[doc(hidden)]
 pub use json::{parse_json, Json};
 pub use liveness::{compute_liveness, Interval, Liveness};
@@ -92,3 +92,13 @@ pub use plan::{
 };
 pub use trace::{plan_trace, plan_trace_text, PhaseTimes, TraceError, TracePlan};
 pub use validate::{validate_placement, ValidateError};
+
+/// The planner's graph under its former name.
+#[deprecated(
+    note = "renamed `PlanGraph`: the graph by value id that the planner reads (`session::Graph` is the graph users build)"
+)]
+pub type Graph = PlanGraph;
+
+/// A graph file's contents under their former name.
+#[deprecated(note = "renamed `GraphFile`: what `parse_graph_json` reads from a graph file")]
+pub type JsonGraph = GraphFile;

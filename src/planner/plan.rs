@@ -1,7 +1,7 @@
 //! From a graph to offsets: liveness, in-place reuse, packing, validation.
 
 use super::budget::Budget;
-use super::graph::{Graph, InPlaceHint, PlanError, ValueId, ViewMap};
+use super::graph::{InPlaceHint, PlanError, PlanGraph, ValueId, ViewMap};
 use super::interval::{Buffer, IntervalError};
 use super::liveness::{compute_liveness, Interval, Liveness};
 use super::pack::{solve, Solution, SolveOptions};
@@ -150,10 +150,10 @@ pub fn plan_intervals(buffers: &[Buffer], options: &PlanOptions) -> Result<Solut
 /// by another output of the node, and is at least as large as the output.
 ///
 /// ```
-/// use warmarena::planner::{plan, validate, Graph, InPlaceHint, Node, PlanOptions, PlanStatus, ValueId, ViewMap};
+/// use warmarena::planner::{plan, validate, PlanGraph, InPlaceHint, Node, PlanOptions, PlanStatus, ValueId, ViewMap};
 /// let v = ValueId;
 /// // x -> relu -> a -> add(a, a) -> b -> neg -> c
-/// let g = Graph {
+/// let g = PlanGraph {
 ///     num_values: 4,
 ///     nodes: vec![
 ///         Node { inputs: vec![v(0)], outputs: vec![v(1)] },
@@ -173,7 +173,7 @@ pub fn plan_intervals(buffers: &[Buffer], options: &PlanOptions) -> Result<Solut
 /// assert!(validate(&g, &ViewMap::new(), &p, size).is_ok());
 /// ```
 pub fn plan(
-    graph: &Graph,
+    graph: &PlanGraph,
     views: &ViewMap,
     hints: &[InPlaceHint],
     size: impl Fn(ValueId) -> Option<usize>,
@@ -186,7 +186,7 @@ pub fn plan(
 /// checked in every phase of the packing, the constructive passes included;
 /// liveness and validation are linear and always run.
 pub fn plan_with_budget(
-    graph: &Graph,
+    graph: &PlanGraph,
     views: &ViewMap,
     hints: &[InPlaceHint],
     size: impl Fn(ValueId) -> Option<usize>,
@@ -218,7 +218,7 @@ pub(crate) struct Slots {
 /// Liveness, sizes and in-place groups of `graph`: its slots, or the owners
 /// whose size is unknown.
 pub(crate) fn graph_slots(
-    graph: &Graph,
+    graph: &PlanGraph,
     views: &ViewMap,
     hints: &[InPlaceHint],
     size: &impl Fn(ValueId) -> Option<usize>,
@@ -316,7 +316,7 @@ impl Groups {
 }
 
 fn in_place_groups(
-    graph: &Graph,
+    graph: &PlanGraph,
     live: &Liveness,
     hints: &[InPlaceHint],
     sizes: &[usize],
@@ -375,9 +375,9 @@ fn in_place_groups(
 /// below the height; every slot holds its values.
 ///
 /// ```
-/// use warmarena::planner::{plan, validate, Graph, Node, PlanOptions, PlanStatus, ValueId, ViewMap};
+/// use warmarena::planner::{plan, validate, PlanGraph, Node, PlanOptions, PlanStatus, ValueId, ViewMap};
 /// let v = ValueId;
-/// let g = Graph {
+/// let g = PlanGraph {
 ///     num_values: 3,
 ///     nodes: vec![Node { inputs: vec![v(0)], outputs: vec![v(1)] }, Node { inputs: vec![v(1)], outputs: vec![v(2)] }],
 ///     inputs: vec![v(0)],
@@ -392,7 +392,7 @@ fn in_place_groups(
 /// assert!(validate(&g, &ViewMap::new(), &p, size).is_err());
 /// ```
 pub fn validate(
-    graph: &Graph,
+    graph: &PlanGraph,
     views: &ViewMap,
     plan: &ActivationPlan,
     size: impl Fn(ValueId) -> Option<usize>,
@@ -485,7 +485,7 @@ mod tests {
     fn two_outputs_of_one_node_never_share_a_slot() {
         let v = ValueId;
         // Node 0 writes 1 and 2; nothing reads 1 (it dies at node 0), node 1 reads 2.
-        let g = Graph {
+        let g = PlanGraph {
             num_values: 3,
             nodes: vec![
                 Node {
@@ -522,7 +522,7 @@ mod tests {
     fn diamond_plan_validates() {
         let v = ValueId;
         // x -> a, x -> b, (a, b) -> c
-        let g = Graph {
+        let g = PlanGraph {
             num_values: 4,
             nodes: vec![
                 Node {

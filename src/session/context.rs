@@ -1,11 +1,13 @@
-//! [`RunContext`]: the per-run state kernels allocate through.
+//! [`ArenaRun`]: a run of a session with one arena buffer per value, the
+//! state kernels allocate through.
 
-use super::router::{NodeId, Session, ValueIndex};
+use super::router::{NodeId, Session, ValueIdx};
 use crate::arena::ArenaKind;
 use crate::handle::ValueMemory;
 use crate::{Allocation, ArenaError, IoLease};
 
-/// Why a run-context call was refused. The context is unchanged.
+/// Why a call on a run ([`ArenaRun`], [`PlannedRun`](super::PlannedRun))
+/// was refused. The run is unchanged.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SessionError {
@@ -44,7 +46,7 @@ pub enum SessionError {
     InvalidPlan,
     /// Planned mode: no size was given for this planned value.
     NoSize(String),
-    /// Planned mode: no plan yet ([`prepare`](crate::session::PlannedContext::prepare) first).
+    /// Planned mode: no plan yet ([`prepare`](crate::session::PlannedRun::prepare) first).
     NotPrepared,
     /// Planned mode: nodes run in execution order; this call named another node.
     OutOfOrder {
@@ -119,8 +121,9 @@ impl From<ArenaError> for SessionError {
     }
 }
 
-/// The memory of one run: reusable across runs. `'i` is the lifetime of
-/// the caller's borrowed inputs.
+/// A run of a [`Session`] whose every value is its own arena buffer,
+/// reusable across runs. `'i` is the lifetime of the caller's borrowed
+/// inputs.
 ///
 /// A kernel asks for its outputs by slot ([`output`](Self::output)), never
 /// by role, writes them, and hands them back ([`commit`](Self::commit)); it
@@ -130,12 +133,12 @@ impl From<ArenaError> for SessionError {
 /// concurrent live set.
 ///
 /// ```
-/// use warmarena::session::{GraphSpec, RunContext, Session};
+/// use warmarena::session::{Graph, ArenaRun, Session};
 /// use warmarena::{ExecutionArena, IoArena};
-/// let g = GraphSpec::new().input("x").node("inc", &["x"], &["t"]).node("dbl", &["t"], &["y"]).output("y");
+/// let g = Graph::new().input("x").node("inc", &["x"], &["t"]).node("dbl", &["t"], &["y"]).output("y");
 /// let s = Session::new(&g, ExecutionArena::new(), IoArena::new()).unwrap();
 /// let x = [1u8, 2, 3];
-/// let mut ctx = RunContext::new(&s);
+/// let mut ctx = ArenaRun::new(&s);
 /// ctx.borrow_input("x", &x).unwrap();
 /// for (node, f) in [(0, (|b: u8| b + 1) as fn(u8) -> u8), (1, |b| b * 2)] {
 ///     let mut out = ctx.output(node, 0, 3, 1).unwrap();
@@ -148,25 +151,25 @@ impl From<ArenaError> for SessionError {
 /// let y = ctx.take_output("y").unwrap();
 /// assert_eq!(y.as_slice(), &[4, 6, 8]);
 /// ```
-pub struct RunContext<'s, 'i> {
+pub struct ArenaRun<'s, 'i> {
     session: &'s Session,
     values: Vec<Option<ValueMemory<'i>>>,
 }
 
-impl<'s, 'i> RunContext<'s, 'i> {
+impl<'s, 'i> ArenaRun<'s, 'i> {
     /// An empty context for runs of `session`, on the calling thread: a
     /// run boundary for the execution heap (it moves to this thread when
     /// no heap buffer is live; see
     /// [`ExecutionArena::begin_run`](crate::ExecutionArena::begin_run)).
     pub fn new(session: &'s Session) -> Self {
         session.exec.core.heap_boundary();
-        RunContext {
+        ArenaRun {
             session,
             values: (0..session.names.len()).map(|_| None).collect(),
         }
     }
 
-    fn name(&self, v: ValueIndex) -> String {
+    fn name(&self, v: ValueIdx) -> String {
         self.session.names[v].clone()
     }
 
@@ -243,10 +246,10 @@ impl<'s, 'i> RunContext<'s, 'i> {
 
     /// The memory behind value `name`, if it holds some.
     pub fn value(&self, name: &str) -> Option<&ValueMemory<'i>> {
-        self.values.get(self.session.value_id(name)?)?.as_ref()
+        self.values.get(self.session.value_index(name)?)?.as_ref()
     }
 
-    fn input_slot(&self, name: &str) -> Result<ValueIndex, SessionError> {
+    fn input_slot(&self, name: &str) -> Result<ValueIdx, SessionError> {
         let v = self.session.value_named(name)?;
         if !self.session.is_input[v] {
             return Err(SessionError::NotAnInput(name.to_string()));
@@ -364,11 +367,11 @@ impl<'s, 'i> RunContext<'s, 'i> {
 
     /// Clears the context and reuses it for a run whose borrowed inputs
     /// have another lifetime; the value table is reused in place.
-    pub fn recycle<'j>(mut self) -> RunContext<'s, 'j> {
+    pub fn recycle<'j>(mut self) -> ArenaRun<'s, 'j> {
         self.clear();
         let session = self.session;
         let values: Vec<Option<ValueMemory<'j>>> = self.values.into_iter().map(|_| None).collect();
-        RunContext { session, values }
+        ArenaRun { session, values }
     }
 
     /// The session this context runs.

@@ -1,4 +1,4 @@
-//! [`GraphSpec`]: what the router needs to know of a graph — nodes in
+//! [`Graph`]: what the router needs to know of a graph — nodes in
 //! execution order with named inputs and outputs, the graph's inputs, and its
 //! declared outputs — and its validation.
 
@@ -16,11 +16,15 @@ pub struct NodeSpec {
     pub outputs: Vec<String>,
 }
 
-/// A graph: nodes in execution order, graph inputs, declared outputs.
+/// A model's graph, the one users build: named values, nodes in execution
+/// order, graph inputs and declared outputs. A [`Session`](super::Session)
+/// runs it; the planner reads it by value id
+/// ([`PlanGraph`](crate::planner::PlanGraph)) through a
+/// [`PlannedRun`](super::PlannedRun).
 ///
 /// ```
-/// use warmarena::session::GraphSpec;
-/// let g = GraphSpec::new()
+/// use warmarena::session::Graph;
+/// let g = Graph::new()
 ///     .input("x")
 ///     .node("relu", &["x"], &["y"])
 ///     .node("double", &["y"], &["z"])
@@ -28,7 +32,7 @@ pub struct NodeSpec {
 /// assert!(g.validate().is_ok());
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct GraphSpec {
+pub struct Graph {
     /// Values the caller provides.
     pub inputs: Vec<String>,
     /// Values the caller receives (declared graph outputs).
@@ -82,7 +86,7 @@ fn sorted(set: HashSet<String>) -> Vec<String> {
     v
 }
 
-impl GraphSpec {
+impl Graph {
     /// An empty graph.
     pub fn new() -> Self {
         Self::default()
@@ -114,8 +118,8 @@ impl GraphSpec {
     /// offending name.
     ///
     /// ```
-    /// use warmarena::session::{GraphError, GraphSpec};
-    /// let g = GraphSpec::new().input("x").node("a", &["x", "w"], &["y"]).output("y");
+    /// use warmarena::session::{GraphError, Graph};
+    /// let g = Graph::new().input("x").node("a", &["x", "w"], &["y"]).output("y");
     /// assert_eq!(g.validate(), Err(GraphError::UnknownValues(vec!["w".into()])));
     /// ```
     pub fn validate(&self) -> Result<(), GraphError> {

@@ -1,15 +1,16 @@
-//! What kernels are written against: [`KernelContext`], the calls a kernel
-//! makes during a run, implemented by both [`RunContext`] (one arena buffer
-//! per value) and [`PlannedContext`] (windows of one planned block), so one
+//! What kernels are written against: [`RunMemory`], the memory of one run
+//! as a kernel sees it (its outputs, workspaces and inputs) and the calls
+//! it makes on it, implemented by both [`ArenaRun`] (one arena buffer per
+//! value) and [`PlannedRun`] (windows of one planned block), so one
 //! executor (e.g. `warmarena_net::Net::run`) runs in either mode; and
 //! [`OutputBuffer`], the writable bytes it gets back.
 
-use super::context::{RunContext, SessionError};
+use super::context::{ArenaRun, SessionError};
 use super::router::NodeId;
 #[cfg(doc)]
 use super::PlannedBuffer;
 #[cfg(doc)]
-use super::PlannedContext;
+use super::PlannedRun;
 use crate::{Allocation, IoLease};
 
 /// Writable bytes a kernel fills: an [`Allocation`] or a [`PlannedBuffer`].
@@ -24,15 +25,16 @@ impl OutputBuffer for Allocation {
     }
 }
 
-/// The calls a kernel makes during a run, in either mode: [`RunContext`]
-/// (one arena buffer per value) or [`PlannedContext`] (windows of one
-/// planned block). `'i` is the lifetime of borrowed inputs.
+/// The memory of one run, as kernels use it: what an executor passes to
+/// each kernel, in either mode: [`ArenaRun`] (one arena buffer per value)
+/// or [`PlannedRun`] (windows of one planned block). `'i` is the lifetime
+/// of borrowed inputs.
 ///
 /// ```
-/// use warmarena::session::{GraphSpec, KernelContext, OutputBuffer, PlannedContext, RunContext, Session};
+/// use warmarena::session::{ArenaRun, Graph, OutputBuffer, PlannedRun, RunMemory, Session};
 /// use warmarena::{ExecutionArena, IoArena};
 /// // y = (x + 1) * 2 with an intermediate `t`, written once for both modes.
-/// fn run<'i, C: KernelContext<'i>>(ctx: &mut C, x: &'i [u8]) -> Vec<u8> {
+/// fn run<'i, C: RunMemory<'i>>(ctx: &mut C, x: &'i [u8]) -> Vec<u8> {
 ///     ctx.borrow_input("x", x).unwrap();
 ///     for (node, f) in [(0, (|b: u8| b + 1) as fn(u8) -> u8), (1, |b| b * 2)] {
 ///         let mut out = ctx.output(node, 0, x.len(), 1).unwrap();
@@ -44,15 +46,15 @@ impl OutputBuffer for Allocation {
 ///     }
 ///     ctx.take_output("y").unwrap().as_slice().to_vec()
 /// }
-/// let g = GraphSpec::new().input("x").node("inc", &["x"], &["t"]).node("dbl", &["t"], &["y"]).output("y");
+/// let g = Graph::new().input("x").node("inc", &["x"], &["t"]).node("dbl", &["t"], &["y"]).output("y");
 /// let s = Session::new(&g, ExecutionArena::new(), IoArena::new()).unwrap();
 /// let x = [1u8, 2, 3];
-/// assert_eq!(run(&mut RunContext::new(&s), &x), [4, 6, 8]);
-/// let mut planned = PlannedContext::new(&s).unwrap();
+/// assert_eq!(run(&mut ArenaRun::new(&s), &x), [4, 6, 8]);
+/// let mut planned = PlannedRun::new(&s).unwrap();
 /// planned.prepare(|_| Some(3), |_| 0).unwrap();
 /// assert_eq!(run(&mut planned, &x), [4, 6, 8]);
 /// ```
-pub trait KernelContext<'i> {
+pub trait RunMemory<'i> {
     /// What [`output`](Self::output) and [`workspace`](Self::workspace) hand out.
     type Buffer: OutputBuffer;
     /// Memory for output slot `slot` of `node`; write it, then
@@ -84,7 +86,15 @@ pub trait KernelContext<'i> {
     fn take_output(&mut self, name: &str) -> Result<IoLease, SessionError>;
 }
 
-impl<'i> KernelContext<'i> for RunContext<'_, 'i> {
+/// [`RunMemory`] under its former name, for bounds written against it
+/// (every `RunMemory` is one; implement `RunMemory` instead).
+#[deprecated(note = "renamed `RunMemory`: the memory of one run, as kernels use it")]
+pub trait KernelContext<'i>: RunMemory<'i> {}
+
+#[allow(deprecated)]
+impl<'i, T: RunMemory<'i> + ?Sized> KernelContext<'i> for T {}
+
+impl<'i> RunMemory<'i> for ArenaRun<'_, 'i> {
     type Buffer = Allocation;
     fn output(
         &mut self,
@@ -93,7 +103,7 @@ impl<'i> KernelContext<'i> for RunContext<'_, 'i> {
         bytes: usize,
         align: usize,
     ) -> Result<Allocation, SessionError> {
-        RunContext::output(self, node, slot, bytes, align)
+        ArenaRun::output(self, node, slot, bytes, align)
     }
     fn workspace(
         &mut self,
@@ -101,21 +111,21 @@ impl<'i> KernelContext<'i> for RunContext<'_, 'i> {
         bytes: usize,
         align: usize,
     ) -> Result<Allocation, SessionError> {
-        RunContext::temporary(self, bytes, align)
+        ArenaRun::temporary(self, bytes, align)
     }
     fn commit(&mut self, node: NodeId, slot: usize, buf: Allocation) -> Result<(), SessionError> {
-        RunContext::commit(self, node, slot, buf)
+        ArenaRun::commit(self, node, slot, buf)
     }
     fn input(&self, node: NodeId, slot: usize) -> Result<&[u8], SessionError> {
-        RunContext::input(self, node, slot)
+        ArenaRun::input(self, node, slot)
     }
     fn finish(&mut self, node: NodeId) -> Result<(), SessionError> {
-        RunContext::finish(self, node)
+        ArenaRun::finish(self, node)
     }
     fn borrow_input(&mut self, name: &str, bytes: &'i [u8]) -> Result<(), SessionError> {
-        RunContext::borrow_input(self, name, bytes)
+        ArenaRun::borrow_input(self, name, bytes)
     }
     fn take_output(&mut self, name: &str) -> Result<IoLease, SessionError> {
-        RunContext::take_output(self, name)
+        ArenaRun::take_output(self, name)
     }
 }

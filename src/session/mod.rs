@@ -1,5 +1,5 @@
 //! The router: a graph's declared outputs decide, before any run, which
-//! arena backs each (node, output slot); per run, [`RunContext`] hands
+//! arena backs each (node, output slot); per run, [`ArenaRun`] hands
 //! kernels the right memory for each output and workspace, borrows or stages
 //! inputs, frees intermediates at their last use, and exports outputs as
 //! leases without copying.
@@ -16,8 +16,30 @@ mod kernel;
 mod planned;
 mod router;
 
-pub use context::{RunContext, SessionError};
-pub use graph::{GraphError, GraphSpec, NodeSpec};
-pub use kernel::{KernelContext, OutputBuffer};
-pub use planned::{PlannedBuffer, PlannedContext};
-pub use router::{NodeId, Session, ValueIndex};
+pub use context::{ArenaRun, SessionError};
+pub use graph::{Graph, GraphError, NodeSpec};
+#[allow(deprecated)]
+pub use kernel::KernelContext;
+pub use kernel::{OutputBuffer, RunMemory};
+pub use planned::{PlannedBuffer, PlannedRun};
+pub use router::{NodeId, Session};
+
+/// The graph a [`Session`] runs, under its former name.
+#[deprecated(note = "renamed `session::Graph`: the one graph type users build")]
+pub type GraphSpec = Graph;
+
+/// A run with one arena buffer per value, under its former name.
+#[deprecated(note = "renamed `ArenaRun`: a run whose every value is its own arena buffer")]
+pub type RunContext<'s, 'i> = ArenaRun<'s, 'i>;
+
+/// A run in planned mode, under its former name.
+#[deprecated(
+    note = "renamed `PlannedRun`: a run whose intermediates are windows of one planned block"
+)]
+pub type PlannedContext<'s, 'i> = PlannedRun<'s, 'i>;
+
+/// A session value's id, under its former name (it was a bare `usize`).
+#[deprecated(
+    note = "use `planner::ValueId` (what `Session::value_id` returns): one id for a value everywhere"
+)]
+pub type ValueIndex = crate::planner::ValueId;

@@ -1,7 +1,7 @@
 //! The planned mode of a run: one execution-arena block of the plan's
 //! height per run, every intermediate a window at its planned offset.
 //!
-//! [`PlannedContext`] runs a [`Session`] like [`RunContext`] does, but the
+//! [`PlannedRun`] runs a [`Session`] like [`ArenaRun`] does, but the
 //! static activation planner ([`crate::planner`]) decides, once per shape,
 //! where each intermediate lives: a run takes one block of the plan's
 //! height from the execution arena (served warm from the second run on),
@@ -9,13 +9,13 @@
 //! workspaces, and gives the block back when its last node finishes.
 //! Declared outputs still come from the I/O arena (or the arena the parent
 //! routes a subgraph's output to) and are exported as leases without
-//! copying; graph inputs are borrowed or staged as in [`RunContext`].
+//! copying; graph inputs are borrowed or staged as in [`ArenaRun`].
 //!
 //! **Workspaces** are planned too: each node may ask for one workspace with
-//! [`KernelContext::workspace`], modelled as a value the node writes and
+//! [`RunMemory::workspace`], modelled as a value the node writes and
 //! nobody reads (live during that node only), so it shares bytes with values
-//! that are not live then. Its size is given to [`PlannedContext::prepare`]
-//! with the value sizes. ([`RunContext::temporary`] stays available there
+//! that are not live then. Its size is given to [`PlannedRun::prepare`]
+//! with the value sizes. ([`ArenaRun::temporary`] stays available there
 //! for kernels that want an ordinary execution-arena buffer.)
 //!
 //! **Soundness of windows.** Windows are raw views of one block; they never
@@ -25,21 +25,22 @@
 //! node), (3) a node cannot finish while one of its windows is still held,
 //! so the only windows held are the running node's, and every committed
 //! value not yet freed is live at the running node, and (4) each window
-//! keeps the block alive: a window leaked past the end of its context or
-//! run keeps its (detached) block, which is never handed out again.
+//! keeps the block alive: a window leaked past its run, or past its
+//! `PlannedRun`, keeps its (detached) block, which is never handed out
+//! again.
 //!
-//! Kernels are written against [`KernelContext`] (`kernel.rs`), which both
-//! contexts implement.
+//! Kernels are written against [`RunMemory`] (`kernel.rs`), which both
+//! kinds of run implement.
 
 #[cfg(doc)]
-use super::context::RunContext;
+use super::context::ArenaRun;
 use super::context::SessionError;
-use super::kernel::{KernelContext, OutputBuffer};
-use super::router::{NodeId, Session, Target, ValueIndex};
+use super::kernel::{OutputBuffer, RunMemory};
+use super::router::{NodeId, Session, Target, ValueIdx};
 use crate::arena::ArenaKind;
 use crate::handle::ValueMemory;
 use crate::planner::{
-    validate, ActivationPlan, Graph, Node, PlanCache, PlanOptions, ValueId, ViewMap,
+    validate, ActivationPlan, Node, PlanCache, PlanGraph, PlanOptions, ValueId, ViewMap,
 };
 use crate::{Allocation, IoLease};
 use core::ptr::NonNull;
@@ -63,7 +64,7 @@ enum Inner {
     },
 }
 
-/// What [`PlannedContext`] hands a kernel: a window of the run's block (an
+/// What [`PlannedRun`] hands a kernel: a window of the run's block (an
 /// intermediate or a workspace) or, for a declared output, an I/O-arena
 /// buffer. Move-only; not `Send` (a run is driven from one thread).
 pub struct PlannedBuffer(Inner);
@@ -130,15 +131,17 @@ enum State<'i> {
     ValueMemory(ValueMemory<'i>),
 }
 
-/// A run context in planned mode (see the module documentation).
+/// A run of a [`Session`] in planned mode: its intermediates and
+/// workspaces are windows of one planned block (see the module
+/// documentation).
 ///
 /// ```
 /// use warmarena_net::{bytes::as_bytes, Net, NetConfig};
-/// use warmarena::session::{PlannedContext, Session};
+/// use warmarena::session::{PlannedRun, Session};
 /// use warmarena::{ExecutionArena, IoArena};
 /// let net = Net::new(NetConfig::tiny(), 7);
 /// let session = Session::new(&Net::graph(), ExecutionArena::new(), IoArena::new()).unwrap();
-/// let mut ctx = PlannedContext::new(&session).unwrap();
+/// let mut ctx = PlannedRun::new(&session).unwrap();
 /// let cfg = net.config;
 /// let height = ctx.prepare(|v| cfg.value_bytes(v), |n| cfg.workspace_bytes(n)).unwrap().height;
 /// let image = net.example_input(1);
@@ -148,10 +151,10 @@ enum State<'i> {
 /// let cap = warmarena::size_class::capacity(warmarena::size_class::class_of(height).unwrap());
 /// assert_eq!(session.execution_arena().stats().peak_live_bytes, cap);
 /// ```
-pub struct PlannedContext<'s, 'i> {
+pub struct PlannedRun<'s, 'i> {
     session: &'s Session,
     cache: PlanCache,
-    graph: Graph,
+    graph: PlanGraph,
     plan: Option<Arc<ActivationPlan>>,
     /// Sizes (per planner value) of `plan`.
     sizes: Vec<usize>,
@@ -166,9 +169,9 @@ pub struct PlannedContext<'s, 'i> {
     base: Option<NonNull<u8>>,
 }
 
-impl core::fmt::Debug for PlannedContext<'_, '_> {
+impl core::fmt::Debug for PlannedRun<'_, '_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("PlannedContext")
+        f.debug_struct("PlannedRun")
             .field("height", &self.plan.as_ref().map(|p| p.height))
             .field("next", &self.next)
             .finish()
@@ -178,8 +181,8 @@ impl core::fmt::Debug for PlannedContext<'_, '_> {
 /// Plans kept per context (distinct shapes).
 const CACHE_PLANS: usize = 16;
 
-impl<'s, 'i> PlannedContext<'s, 'i> {
-    /// A planned-mode context for runs of `session`. The planner's graph is
+impl<'s, 'i> PlannedRun<'s, 'i> {
+    /// A planned run of `session`, reusable run after run. The planner's graph is
     /// the session's, plus one workspace value per node (written by it,
     /// read by nobody). Plan with [`prepare`](Self::prepare) before a run.
     pub fn new(session: &'s Session) -> Result<Self, SessionError> {
@@ -190,7 +193,7 @@ impl<'s, 'i> PlannedContext<'s, 'i> {
     pub fn with_options(session: &'s Session, options: PlanOptions) -> Result<Self, SessionError> {
         let n = session.names.len();
         let id = |v: usize| ValueId(v as u32);
-        let graph = Graph {
+        let graph = PlanGraph {
             num_values: n + session.nodes.len(),
             nodes: session
                 .nodes
@@ -219,7 +222,7 @@ impl<'s, 'i> PlannedContext<'s, 'i> {
             CACHE_PLANS,
         )
         .map_err(SessionError::Plan)?;
-        Ok(PlannedContext {
+        Ok(PlannedRun {
             session,
             cache,
             sizes: Vec::new(),
@@ -288,7 +291,7 @@ impl<'s, 'i> PlannedContext<'s, 'i> {
     /// one workspace value per node (id `values + node`). With
     /// [`plan`](Self::plan) and [`planned_bytes`](Self::planned_bytes) it is
     /// what [`crate::planner::validate`] checks.
-    pub fn planner_graph(&self) -> &Graph {
+    pub fn planner_graph(&self) -> &PlanGraph {
         &self.graph
     }
 
@@ -299,7 +302,7 @@ impl<'s, 'i> PlannedContext<'s, 'i> {
 
     /// Offset of intermediate `name` in the block (`None` when not planned).
     pub fn offset_of(&self, name: &str) -> Option<usize> {
-        let v = self.session.value_id(name)?;
+        let v = self.session.value_index(name)?;
         if self.session.is_output[v] {
             return None;
         }
@@ -424,7 +427,7 @@ impl<'s, 'i> PlannedContext<'s, 'i> {
         Ok(())
     }
 
-    fn input_slot(&self, name: &str) -> Result<ValueIndex, SessionError> {
+    fn input_slot(&self, name: &str) -> Result<ValueIdx, SessionError> {
         let v = self.session.value_named(name)?;
         if !self.session.is_input[v] {
             return Err(SessionError::NotAnInput(name.to_string()));
@@ -456,7 +459,7 @@ impl<'s, 'i> PlannedContext<'s, 'i> {
     }
 }
 
-impl<'i> KernelContext<'i> for PlannedContext<'_, 'i> {
+impl<'i> RunMemory<'i> for PlannedRun<'_, 'i> {
     type Buffer = PlannedBuffer;
 
     /// A declared output gets an arena buffer from its routed arena; an
@@ -598,7 +601,7 @@ impl<'i> KernelContext<'i> for PlannedContext<'_, 'i> {
     }
 
     fn borrow_input(&mut self, name: &str, bytes: &'i [u8]) -> Result<(), SessionError> {
-        PlannedContext::borrow_input(self, name, bytes)
+        PlannedRun::borrow_input(self, name, bytes)
     }
 
     fn take_output(&mut self, name: &str) -> Result<IoLease, SessionError> {

@@ -3,18 +3,18 @@
 //! completion frees — plus the arenas themselves, which outlive every run.
 
 use super::context::SessionError;
-use super::graph::{GraphError, GraphSpec};
+use super::graph::{Graph, GraphError};
 use crate::arena::shared::{ArenaCore, CoreHandle};
 use crate::arena::ArenaKind;
+use crate::planner::ValueId;
 use crate::{ExecutionArena, IoArena};
 use core::ptr::NonNull;
 use std::collections::HashMap;
 
 /// Index of a node in execution order.
 pub type NodeId = usize;
-/// Index of a value in the session's value table (the planner names the
-/// same value `planner::ValueId(index as u32)`).
-pub type ValueIndex = usize;
+/// A value's index in the session's tables: [`ValueId::index`] of its id.
+pub(crate) type ValueIdx = usize;
 
 /// Where a value's memory comes from.
 #[derive(Clone)]
@@ -57,14 +57,14 @@ impl Target {
 
 pub(crate) struct NodeInfo {
     pub name: String,
-    pub inputs: Vec<ValueIndex>,
-    pub outputs: Vec<ValueIndex>,
+    pub inputs: Vec<ValueIdx>,
+    pub outputs: Vec<ValueIdx>,
     /// The arena body each output slot is routed to (`None`: the slot
     /// names a graph input), so that a kernel's `output` finds it in one
-    /// step from the node (`RunContext::output`).
+    /// step from the node (`ArenaRun::output`).
     pub routes: Box<[Option<CoreHandle>]>,
     /// Values whose last use is this node: freed by `finish`.
-    pub frees: Vec<ValueIndex>,
+    pub frees: Vec<ValueIdx>,
 }
 
 /// A graph compiled for running: each (node, output slot) mapped to its
@@ -73,9 +73,9 @@ pub(crate) struct NodeInfo {
 /// pair, and the arenas outlive every run.
 ///
 /// ```
-/// use warmarena::session::{GraphSpec, Session};
+/// use warmarena::session::{Graph, Session};
 /// use warmarena::{ArenaKind, ExecutionArena, IoArena};
-/// let g = GraphSpec::new().input("x").node("f", &["x"], &["y", "t"]).node("g", &["t"], &["z"]).output("y").output("z");
+/// let g = Graph::new().input("x").node("f", &["x"], &["y", "t"]).node("g", &["t"], &["z"]).output("y").output("z");
 /// let s = Session::new(&g, ExecutionArena::new(), IoArena::new()).unwrap();
 /// let f = s.node_id("f").unwrap();
 /// assert_eq!(s.slot_role(f, 0), Some(ArenaKind::Io));
@@ -85,7 +85,7 @@ pub struct Session {
     pub(crate) exec: ExecutionArena,
     pub(crate) io: IoArena,
     pub(crate) names: Vec<String>,
-    pub(crate) by_name: HashMap<String, ValueIndex>,
+    pub(crate) by_name: HashMap<String, ValueIdx>,
     pub(crate) nodes: Vec<NodeInfo>,
     pub(crate) targets: Vec<Target>,
     pub(crate) is_output: Vec<bool>,
@@ -114,11 +114,7 @@ impl Session {
     /// Validates `graph` and records, before any run, the arena of every
     /// (node, output slot): the I/O arena for declared graph outputs, the
     /// execution arena otherwise.
-    pub fn new(
-        graph: &GraphSpec,
-        exec: ExecutionArena,
-        io: IoArena,
-    ) -> Result<Session, GraphError> {
+    pub fn new(graph: &Graph, exec: ExecutionArena, io: IoArena) -> Result<Session, GraphError> {
         Self::build(graph, exec, io, &[])
     }
 
@@ -129,11 +125,11 @@ impl Session {
     /// routes that slot — so a value crossing back needs no copy.
     ///
     /// ```
-    /// use warmarena::session::{GraphSpec, Session};
+    /// use warmarena::session::{Graph, Session};
     /// use warmarena::{ArenaKind, ExecutionArena, IoArena};
-    /// let outer = GraphSpec::new().input("x").node("loop", &["x"], &["y"]).output("y");
+    /// let outer = Graph::new().input("x").node("loop", &["x"], &["y"]).output("y");
     /// let s = Session::new(&outer, ExecutionArena::new(), IoArena::new()).unwrap();
-    /// let body = GraphSpec::new().input("xb").node("a", &["xb"], &["t"]).node("b", &["t"], &["yb"]).output("yb");
+    /// let body = Graph::new().input("xb").node("a", &["xb"], &["t"]).node("b", &["t"], &["yb"]).output("yb");
     /// let child = s.subgraph(s.node_id("loop").unwrap(), &body, ExecutionArena::new()).unwrap();
     /// assert_eq!(child.slot_role(child.node_id("b").unwrap(), 0), Some(ArenaKind::Io));
     /// assert_eq!(child.slot_role(child.node_id("a").unwrap(), 0), Some(ArenaKind::Execution));
@@ -141,7 +137,7 @@ impl Session {
     pub fn subgraph(
         &self,
         parent_node: NodeId,
-        body: &GraphSpec,
+        body: &Graph,
         exec: ExecutionArena,
     ) -> Result<Session, GraphError> {
         let outer: Vec<Target> = self
@@ -153,15 +149,15 @@ impl Session {
     }
 
     fn build(
-        graph: &GraphSpec,
+        graph: &Graph,
         exec: ExecutionArena,
         io: IoArena,
         outer: &[Target],
     ) -> Result<Session, GraphError> {
         graph.validate()?;
         let mut names: Vec<String> = Vec::new();
-        let mut by_name: HashMap<String, ValueIndex> = HashMap::new();
-        let mut id = |n: &str, names: &mut Vec<String>| -> ValueIndex {
+        let mut by_name: HashMap<String, ValueIdx> = HashMap::new();
+        let mut id = |n: &str, names: &mut Vec<String>| -> ValueIdx {
             *by_name.entry(n.to_string()).or_insert_with(|| {
                 names.push(n.to_string());
                 names.len() - 1
@@ -244,8 +240,8 @@ impl Session {
         &self,
         node: NodeId,
         slot: usize,
-        side: fn(&NodeInfo) -> &[ValueIndex],
-    ) -> Result<ValueIndex, SessionError> {
+        side: fn(&NodeInfo) -> &[ValueIdx],
+    ) -> Result<ValueIdx, SessionError> {
         match self.nodes.get(node).and_then(|n| side(n).get(slot)) {
             Some(&v) => Ok(v),
             None => Err(self.slot_error(node, slot)),
@@ -274,27 +270,19 @@ impl Session {
 
     /// The value written by output slot `slot` of `node`.
     #[inline]
-    pub(crate) fn output_value(
-        &self,
-        node: NodeId,
-        slot: usize,
-    ) -> Result<ValueIndex, SessionError> {
+    pub(crate) fn output_value(&self, node: NodeId, slot: usize) -> Result<ValueIdx, SessionError> {
         self.slot_of(node, slot, |n| &n.outputs)
     }
 
     /// The value read by input slot `slot` of `node`.
     #[inline]
-    pub(crate) fn input_value(
-        &self,
-        node: NodeId,
-        slot: usize,
-    ) -> Result<ValueIndex, SessionError> {
+    pub(crate) fn input_value(&self, node: NodeId, slot: usize) -> Result<ValueIdx, SessionError> {
         self.slot_of(node, slot, |n| &n.inputs)
     }
 
     /// The value called `name`, or `UnknownValue`.
-    pub(crate) fn value_named(&self, name: &str) -> Result<ValueIndex, SessionError> {
-        self.value_id(name)
+    pub(crate) fn value_named(&self, name: &str) -> Result<ValueIdx, SessionError> {
+        self.value_index(name)
             .ok_or_else(|| SessionError::UnknownValue(name.to_string()))
     }
 
@@ -303,8 +291,15 @@ impl Session {
         self.nodes.iter().position(|n| n.name == name)
     }
 
-    /// The value called `name`.
-    pub fn value_id(&self, name: &str) -> Option<ValueIndex> {
+    /// The value called `name`: its id is also its id in the planner's
+    /// graph of a [`PlannedRun`](super::PlannedRun)
+    /// ([`planner_graph`](super::PlannedRun::planner_graph)).
+    pub fn value_id(&self, name: &str) -> Option<ValueId> {
+        self.value_index(name).map(|v| ValueId(v as u32))
+    }
+
+    /// The index of the value called `name` in the session's tables.
+    pub(crate) fn value_index(&self, name: &str) -> Option<ValueIdx> {
         self.by_name.get(name).copied()
     }
 
@@ -318,7 +313,7 @@ impl Session {
     /// The last node that uses value `name` (reads it, or produces it if
     /// nothing reads it); `None` for declared outputs, which live until taken.
     pub fn last_use(&self, name: &str) -> Option<NodeId> {
-        let v = self.value_id(name)?;
+        let v = self.value_index(name)?;
         if self.is_output[v] {
             return None;
         }

@@ -376,17 +376,17 @@ fn global_scope_entry_is_a_run_boundary() {
     assert_eq!((s.pattern_learned, s.pattern_hits), (1, 3));
 }
 
-/// `RunContext::clear` is a run boundary of the session's execution arena.
+/// `ArenaRun::clear` is a run boundary of the session's execution arena.
 #[test]
 fn run_context_clear_is_a_run_boundary() {
-    use warmarena::session::{GraphSpec, RunContext, Session};
+    use warmarena::session::{ArenaRun, Graph, Session};
     let exec = pattern_arena();
-    let g = GraphSpec::new()
+    let g = Graph::new()
         .input("x")
         .node("inc", &["x"], &["y"])
         .output("y");
     let session = Session::new(&g, exec.clone(), warmarena::IoArena::new()).unwrap();
-    let mut ctx = RunContext::new(&session);
+    let mut ctx = ArenaRun::new(&session);
     for _ in 0..4 {
         ctx.clear();
         drop(exec.allocate(4096, 64).unwrap());

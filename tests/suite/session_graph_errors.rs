@@ -1,9 +1,9 @@
 //! Graph validation, one error at a time, each listing the offending names.
 
-use warmarena::session::{GraphError, GraphSpec, Session};
+use warmarena::session::{Graph, GraphError, Session};
 use warmarena::{ExecutionArena, IoArena};
 
-fn check(g: GraphSpec, expect: GraphError) {
+fn check(g: Graph, expect: GraphError) {
     assert_eq!(g.validate(), Err(expect.clone()));
     let err = Session::new(&g, ExecutionArena::new(), IoArena::new()).unwrap_err();
     assert_eq!(err, expect);
@@ -13,7 +13,7 @@ fn check(g: GraphSpec, expect: GraphError) {
 #[test]
 fn unknown_values_are_listed() {
     check(
-        GraphSpec::new()
+        Graph::new()
             .input("x")
             .node("a", &["x", "w"], &["y"])
             .node("b", &["q", "y"], &["z"])
@@ -25,7 +25,7 @@ fn unknown_values_are_listed() {
 #[test]
 fn a_value_produced_twice_is_listed() {
     check(
-        GraphSpec::new()
+        Graph::new()
             .input("x")
             .node("a", &["x"], &["y"])
             .node("b", &["x"], &["y"])
@@ -33,7 +33,7 @@ fn a_value_produced_twice_is_listed() {
         GraphError::ProducedTwice(vec!["y".into()]),
     );
     check(
-        GraphSpec::new()
+        Graph::new()
             .input("x")
             .node("a", &["x"], &["x"])
             .output("x"),
@@ -44,7 +44,7 @@ fn a_value_produced_twice_is_listed() {
 #[test]
 fn a_read_before_its_producer_is_listed() {
     check(
-        GraphSpec::new()
+        Graph::new()
             .input("x")
             .node("a", &["t"], &["y"])
             .node("b", &["x"], &["t"])
@@ -52,7 +52,7 @@ fn a_read_before_its_producer_is_listed() {
         GraphError::ReadBeforeProduced(vec![("a".into(), "t".into())]),
     );
     check(
-        GraphSpec::new()
+        Graph::new()
             .input("x")
             .node("self", &["x", "s"], &["s"])
             .output("s"),
@@ -63,7 +63,7 @@ fn a_read_before_its_producer_is_listed() {
 #[test]
 fn an_output_nobody_produces_is_listed() {
     check(
-        GraphSpec::new()
+        Graph::new()
             .input("x")
             .node("a", &["x"], &["y"])
             .output("y")
@@ -76,7 +76,7 @@ fn an_output_nobody_produces_is_listed() {
 #[test]
 fn duplicate_node_names_are_listed() {
     check(
-        GraphSpec::new()
+        Graph::new()
             .input("x")
             .node("a", &["x"], &["y"])
             .node("a", &["y"], &["z"])

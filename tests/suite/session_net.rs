@@ -4,7 +4,7 @@
 //! the graph's concurrent live set, computed here independently.
 
 use crate::support::{assert_warm_runs_cost_nothing, measure, ten_net_runs};
-use warmarena::session::{RunContext, Session};
+use warmarena::session::{ArenaRun, Session};
 use warmarena::size_class::{capacity, class_of};
 use warmarena::{ExecutionArena, IoArena};
 use warmarena_net::{bytes::as_bytes, nodes::*, Net, NetConfig};
@@ -75,7 +75,7 @@ fn outputs_match_the_reference_bit_for_bit() {
     let net = Net::new(NetConfig::standard(), 11);
     let s = Session::new(&Net::graph(), ExecutionArena::new(), IoArena::new()).unwrap();
     let images: Vec<Vec<f32>> = (0..3).map(|seed| net.example_input(seed)).collect();
-    let mut ctx = RunContext::new(&s);
+    let mut ctx = ArenaRun::new(&s);
     for image in &images {
         ctx.clear();
         let out = net.run(&mut ctx, image).unwrap();
@@ -93,21 +93,21 @@ fn ten_warm_runs_cost_nothing_and_peak_is_the_live_set() {
     {
         // Code warm-up on throwaway arenas (text pages fault on first use).
         let t = Session::new(&Net::graph(), ExecutionArena::new(), IoArena::new()).unwrap();
-        let mut ctx = RunContext::new(&t);
-        ten_net_runs(&net, &mut ctx, &image, RunContext::clear);
-        ten_net_runs(&net, &mut ctx, &image, RunContext::clear);
+        let mut ctx = ArenaRun::new(&t);
+        ten_net_runs(&net, &mut ctx, &image, ArenaRun::clear);
+        ten_net_runs(&net, &mut ctx, &image, ArenaRun::clear);
     }
     let s = Session::new(&Net::graph(), ExecutionArena::new(), IoArena::new()).unwrap();
     // The context is made once, before the runs (its value table is the
     // only allocation it ever makes).
-    let mut ctx = RunContext::new(&s);
+    let mut ctx = ArenaRun::new(&s);
     drop(net.run(&mut ctx, &image).unwrap());
     assert_eq!(
         s.execution_arena().stats().peak_live_bytes,
         concurrent_live_set(&cfg)
     );
     let peak = assert_warm_runs_cost_nothing(&s, "10 warm runs of the example network", || {
-        ten_net_runs(&net, &mut ctx, &image, RunContext::clear)
+        ten_net_runs(&net, &mut ctx, &image, ArenaRun::clear)
     });
     assert_eq!(
         peak,
@@ -121,7 +121,7 @@ fn a_recycled_context_reuses_its_table_without_allocating() {
     let net = Net::new(NetConfig::tiny(), 1);
     let s = Session::new(&Net::graph(), ExecutionArena::new(), IoArena::new()).unwrap();
     let a = net.example_input(1);
-    let mut ctx = RunContext::new(&s);
+    let mut ctx = ArenaRun::new(&s);
     drop(net.run(&mut ctx, &a).unwrap());
     let b = net.example_input(2);
     let (mut ctx2, cost, _) = measure(|| ctx.recycle());

@@ -1,4 +1,4 @@
-//! The planned mode of the run context: the example network runs on one
+//! Planned runs (`PlannedRun`): the example network runs on one
 //! execution-arena block of the plan's height, bit for bit equal to the
 //! reference; values live at one time get disjoint windows; ten warm runs
 //! cost no system call, heap allocation or page fault; the execution
@@ -7,15 +7,13 @@
 use crate::support::{assert_warm_runs_cost_nothing, ten_net_runs};
 use warmarena::planner::validate;
 use warmarena::planner::ViewMap;
-use warmarena::session::{
-    GraphSpec, KernelContext, OutputBuffer, PlannedContext, Session, SessionError,
-};
+use warmarena::session::{Graph, OutputBuffer, PlannedRun, RunMemory, Session, SessionError};
 use warmarena::size_class::{capacity, class_of};
 use warmarena::{ExecutionArena, IoArena};
 use warmarena_net::{bytes::as_bytes, nodes::*, Net, NetConfig};
 
-fn prepared<'s, 'i>(s: &'s Session, cfg: NetConfig) -> PlannedContext<'s, 'i> {
-    let mut ctx = PlannedContext::new(s).unwrap();
+fn prepared<'s, 'i>(s: &'s Session, cfg: NetConfig) -> PlannedRun<'s, 'i> {
+    let mut ctx = PlannedRun::new(s).unwrap();
     ctx.prepare(|v| cfg.value_bytes(v), |n| cfg.workspace_bytes(n))
         .unwrap();
     ctx
@@ -98,8 +96,8 @@ fn ten_warm_planned_runs_cost_nothing_and_peak_is_the_height() {
         // Code warm-up on throwaway arenas (text pages fault on first use).
         let t = Session::new(&Net::graph(), ExecutionArena::new(), IoArena::new()).unwrap();
         let mut ctx = prepared(&t, cfg);
-        ten_net_runs(&net, &mut ctx, &image, PlannedContext::clear);
-        ten_net_runs(&net, &mut ctx, &image, PlannedContext::clear);
+        ten_net_runs(&net, &mut ctx, &image, PlannedRun::clear);
+        ten_net_runs(&net, &mut ctx, &image, PlannedRun::clear);
     }
     let s = Session::new(&Net::graph(), ExecutionArena::new(), IoArena::new()).unwrap();
     let mut ctx = prepared(&s, cfg);
@@ -109,7 +107,7 @@ fn ten_warm_planned_runs_cost_nothing_and_peak_is_the_height() {
     assert_eq!(s.execution_arena().stats().peak_live_bytes, block);
     let peak =
         assert_warm_runs_cost_nothing(&s, "10 warm planned runs of the example network", || {
-            ten_net_runs(&net, &mut ctx, &image, PlannedContext::clear)
+            ten_net_runs(&net, &mut ctx, &image, PlannedRun::clear)
         });
     assert_eq!(peak, block, "peak = the plan height's class");
 }
@@ -126,7 +124,7 @@ fn a_repeated_shape_reuses_its_plan() {
             (net, image)
         })
         .collect();
-    let mut ctx = PlannedContext::new(&s).unwrap();
+    let mut ctx = PlannedRun::new(&s).unwrap();
     for (cfg, (net, image)) in [a, b, a, b, a].into_iter().zip(images.iter().cycle()) {
         ctx.prepare(|v| cfg.value_bytes(v), |n| cfg.workspace_bytes(n))
             .unwrap();
@@ -139,7 +137,7 @@ fn a_repeated_shape_reuses_its_plan() {
 
 /// x -> a -> t -> b -> y (declared output), on fresh arenas.
 fn chain_session() -> Session {
-    let g = GraphSpec::new()
+    let g = Graph::new()
         .input("x")
         .node("a", &["x"], &["t"])
         .node("b", &["t"], &["y"])
@@ -150,7 +148,7 @@ fn chain_session() -> Session {
 #[test]
 fn windows_are_checked_against_the_plan_and_the_schedule() {
     let s = chain_session();
-    let mut ctx = PlannedContext::new(&s).unwrap();
+    let mut ctx = PlannedRun::new(&s).unwrap();
     let x = [1u8; 64];
     assert_eq!(
         ctx.output(0, 0, 64, 8).unwrap_err(),
@@ -206,7 +204,7 @@ fn windows_are_checked_against_the_plan_and_the_schedule() {
 #[test]
 fn a_window_held_past_its_run_keeps_its_own_block() {
     let s = chain_session();
-    let mut ctx = PlannedContext::new(&s).unwrap();
+    let mut ctx = PlannedRun::new(&s).unwrap();
     ctx.prepare(|_| Some(64), |_| 0).unwrap();
     let mut stale = ctx.output(0, 0, 64, 8).unwrap();
     ctx.clear();

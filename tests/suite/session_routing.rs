@@ -2,16 +2,16 @@
 //! slot, in both mixed-output orders, with workspaces always in the
 //! execution arena — rule 9 included.
 
-use warmarena::session::{GraphSpec, RunContext, Session, SessionError};
+use warmarena::session::{ArenaRun, Graph, Session, SessionError};
 use warmarena::{ArenaKind, ExecutionArena, IoArena};
 
-fn session(g: &GraphSpec) -> Session {
+fn session(g: &Graph) -> Session {
     Session::new(g, ExecutionArena::new(), IoArena::new()).unwrap()
 }
 
 #[test]
 fn declared_output_in_slot_0_and_intermediate_in_slot_1() {
-    let g = GraphSpec::new()
+    let g = Graph::new()
         .input("x")
         .node("mixed", &["x"], &["out", "mid"])
         .node("tail", &["mid"], &["out2"])
@@ -19,7 +19,7 @@ fn declared_output_in_slot_0_and_intermediate_in_slot_1() {
         .output("out2");
     let s = session(&g);
     let x = [1u8; 64];
-    let mut ctx = RunContext::new(&s);
+    let mut ctx = ArenaRun::new(&s);
     ctx.borrow_input("x", &x).unwrap();
     let a = ctx.output(0, 0, 1000, 64).unwrap();
     let b = ctx.output(0, 1, 1000, 64).unwrap();
@@ -54,7 +54,7 @@ fn declared_output_in_slot_0_and_intermediate_in_slot_1() {
 
 #[test]
 fn intermediate_in_slot_0_and_declared_output_in_slot_1() {
-    let g = GraphSpec::new()
+    let g = Graph::new()
         .input("x")
         .node("mixed", &["x"], &["mid", "out"])
         .node("tail", &["mid"], &["out2"])
@@ -63,7 +63,7 @@ fn intermediate_in_slot_0_and_declared_output_in_slot_1() {
     let s = session(&g);
     assert_eq!(s.slot_role(0, 0), Some(ArenaKind::Execution));
     assert_eq!(s.slot_role(0, 1), Some(ArenaKind::Io));
-    let ctx = RunContext::new(&s);
+    let ctx = ArenaRun::new(&s);
     assert_eq!(
         ctx.output(0, 0, 100, 8).unwrap().kind(),
         ArenaKind::Execution
@@ -82,14 +82,14 @@ fn intermediate_in_slot_0_and_declared_output_in_slot_1() {
 
 #[test]
 fn committing_a_buffer_from_the_wrong_arena_is_refused_without_copying() {
-    let g = GraphSpec::new()
+    let g = Graph::new()
         .input("x")
         .node("n", &["x"], &["y", "t"])
         .node("m", &["t"], &["z"])
         .output("y")
         .output("z");
     let s = session(&g);
-    let mut ctx = RunContext::new(&s);
+    let mut ctx = ArenaRun::new(&s);
     let exec_buf = ctx.output(0, 1, 64, 8).unwrap();
     let err = ctx.commit(0, 0, exec_buf).unwrap_err();
     assert_eq!(
@@ -101,7 +101,7 @@ fn committing_a_buffer_from_the_wrong_arena_is_refused_without_copying() {
     );
     // Another session's arenas are other arenas, even of the same kind.
     let other = session(&g);
-    let foreign = RunContext::new(&other).output(0, 0, 64, 8).unwrap();
+    let foreign = ArenaRun::new(&other).output(0, 0, 64, 8).unwrap();
     assert!(matches!(
         ctx.commit(0, 0, foreign),
         Err(SessionError::WrongArena { .. })
@@ -117,7 +117,7 @@ fn committing_a_buffer_from_the_wrong_arena_is_refused_without_copying() {
 
 #[test]
 fn sessions_share_arenas() {
-    let g = GraphSpec::new()
+    let g = Graph::new()
         .input("x")
         .node("n", &["x"], &["y"])
         .output("y");
@@ -125,8 +125,8 @@ fn sessions_share_arenas() {
     let io = IoArena::new();
     let a = Session::new(&g, exec.clone(), io.clone()).unwrap();
     let b = Session::new(&g, exec.clone(), io.clone()).unwrap();
-    drop(RunContext::new(&a).output(0, 0, 4096, 8).unwrap());
-    let reused = RunContext::new(&b).output(0, 0, 4096, 8).unwrap();
+    drop(ArenaRun::new(&a).output(0, 0, 4096, 8).unwrap());
+    let reused = ArenaRun::new(&b).output(0, 0, 4096, 8).unwrap();
     assert!(
         reused.served_warm(),
         "the second session reuses the first one's buffer"
@@ -136,14 +136,14 @@ fn sessions_share_arenas() {
 
 #[test]
 fn subgraph_values_use_the_child_arena_and_outputs_cross_back_without_copy() {
-    let outer = GraphSpec::new()
+    let outer = Graph::new()
         .input("x")
         .node("loop", &["x"], &["y", "carry"])
         .node("after", &["carry"], &["z"])
         .output("y")
         .output("z");
     let parent = session(&outer);
-    let body = GraphSpec::new()
+    let body = Graph::new()
         .input("xb")
         .node("a", &["xb"], &["t"])
         .node("b", &["t"], &["yb", "cb"])
@@ -152,9 +152,9 @@ fn subgraph_values_use_the_child_arena_and_outputs_cross_back_without_copy() {
     let child_exec = ExecutionArena::new();
     let child = parent.subgraph(0, &body, child_exec.clone()).unwrap();
     let x = [3u8; 256];
-    let mut pctx = RunContext::new(&parent);
+    let mut pctx = ArenaRun::new(&parent);
     pctx.borrow_input("x", &x).unwrap();
-    let mut cctx = RunContext::new(&child);
+    let mut cctx = ArenaRun::new(&child);
     cctx.borrow_input("xb", pctx.input(0, 0).unwrap()).unwrap();
     let t = cctx.output(0, 0, 256, 8).unwrap();
     assert!(child_exec.same_arena(child.execution_arena()));
@@ -198,4 +198,42 @@ fn subgraph_values_use_the_child_arena_and_outputs_cross_back_without_copy() {
         + parent.execution_arena().stats().copies
         + child_exec.stats().copies;
     assert_eq!(copies, 0);
+}
+
+/// The former names (`GraphSpec`, `RunContext`, `PlannedContext`,
+/// `KernelContext`, `ValueIndex`, `planner::Graph`, `planner::JsonGraph`)
+/// stay as deprecated aliases: code written against them still builds and
+/// means the same.
+#[test]
+#[allow(deprecated)]
+fn former_names_are_aliases_of_the_new_ones() {
+    use warmarena::planner::{parse_graph_json, Graph as PlannerGraph, JsonGraph, ValueId};
+    use warmarena::session::{
+        GraphSpec, KernelContext, OutputBuffer, PlannedContext, RunContext, ValueIndex,
+    };
+
+    fn run<'i, C: KernelContext<'i>>(ctx: &mut C, x: &'i [u8]) -> Vec<u8> {
+        ctx.borrow_input("x", x).unwrap();
+        let mut out = ctx.output(0, 0, x.len(), 1).unwrap();
+        for (o, i) in out.as_mut_slice().iter_mut().zip(ctx.input(0, 0).unwrap()) {
+            *o = i + 1;
+        }
+        ctx.commit(0, 0, out).unwrap();
+        ctx.finish(0).unwrap();
+        ctx.take_output("y").unwrap().as_slice().to_vec()
+    }
+
+    let g: GraphSpec = GraphSpec::new()
+        .input("x")
+        .node("inc", &["x"], &["y"])
+        .output("y");
+    let s = Session::new(&g, ExecutionArena::new(), IoArena::new()).unwrap();
+    assert_eq!(run(&mut RunContext::new(&s), &[1, 2]), [2, 3]);
+    let mut planned: PlannedContext<'_, '_> = PlannedContext::new(&s).unwrap();
+    planned.prepare(|_| Some(2), |_| 0).unwrap();
+    assert_eq!(run(&mut planned, &[1, 2]), [2, 3]);
+    let y: Option<ValueIndex> = s.value_id("y");
+    assert_eq!(y, Some(ValueId(1)));
+    let file: JsonGraph = parse_graph_json(r#"{"values": [{"name": "a", "size": 8}]}"#).unwrap();
+    let _: &PlannerGraph = &file.graph;
 }

@@ -1,7 +1,7 @@
 //! DESIGN.md rules 4, 5, 6 and 9 through the session API, on the example
 //! network.
 
-use warmarena::session::{RunContext, Session};
+use warmarena::session::{ArenaRun, Session};
 use warmarena::{ArenaKind, ExecutionArena, IoArena};
 use warmarena_net::{bytes::as_bytes, Net, NetConfig, NetOutputs};
 
@@ -15,7 +15,7 @@ fn setup() -> (Net, Session) {
 fn rule_4_clearing_the_run_context_never_invalidates_an_exported_output() {
     let (net, s) = setup();
     let image = net.example_input(1);
-    let mut ctx = RunContext::new(&s);
+    let mut ctx = ArenaRun::new(&s);
     let out = net.run(&mut ctx, &image).unwrap();
     ctx.clear();
     drop(ctx);
@@ -31,7 +31,7 @@ fn rule_5_outputs_held_from_five_earlier_runs_keep_their_contents() {
     let (net, s) = setup();
     let mut held: Vec<(NetOutputs, Vec<f32>)> = Vec::new();
     let images: Vec<Vec<f32>> = (0..12).map(|i| net.example_input(i)).collect();
-    let mut ctx = RunContext::new(&s);
+    let mut ctx = ArenaRun::new(&s);
     for (i, image) in images.iter().enumerate() {
         ctx.clear();
         let out = net.run(&mut ctx, image).unwrap();
@@ -59,7 +59,7 @@ fn rule_5_outputs_held_from_five_earlier_runs_keep_their_contents() {
 fn rule_6_borrowed_inputs_never_enter_a_free_list() {
     let (net, s) = setup();
     let image = net.example_input(2);
-    let mut ctx = RunContext::new(&s);
+    let mut ctx = ArenaRun::new(&s);
     let out = net.run(&mut ctx, &image).unwrap();
     drop(out);
     ctx.clear();
@@ -83,7 +83,7 @@ fn rule_6_borrowed_inputs_never_enter_a_free_list() {
 fn staged_inputs_are_counted_copies_in_the_io_arena() {
     let (net, s) = setup();
     let image = net.example_input(4);
-    let mut ctx = RunContext::new(&s);
+    let mut ctx = ArenaRun::new(&s);
     ctx.stage_input("image", as_bytes(&image), 64).unwrap();
     assert_eq!(ctx.value("image").unwrap().kind(), Some(ArenaKind::Io));
     net.execute(&mut ctx).unwrap();
@@ -96,7 +96,7 @@ fn staged_inputs_are_counted_copies_in_the_io_arena() {
 #[test]
 fn rule_9_workspaces_are_execution_memory_inside_an_output_node() {
     let (_, s) = setup();
-    let ctx = RunContext::new(&s);
+    let ctx = ArenaRun::new(&s);
     let head = s.node_id("head").unwrap();
     assert_eq!(s.slot_role(head, 0), Some(ArenaKind::Io));
     let ws = ctx.temporary(1 << 20, 64).unwrap();

@@ -129,10 +129,10 @@ pub fn assert_warm_runs_cost_nothing(
     e1.peak_live_bytes
 }
 
-/// Ten runs of the example network through `ctx` (any kernel context),
+/// Ten runs of the example network through `ctx` (any `RunMemory`),
 /// each after `clear`, outputs dropped: the warm loop the network tests
 /// measure.
-pub fn ten_net_runs<'i, C: warmarena::session::KernelContext<'i>>(
+pub fn ten_net_runs<'i, C: warmarena::session::RunMemory<'i>>(
     net: &warmarena_net::Net,
     ctx: &mut C,
     image: &'i [f32],

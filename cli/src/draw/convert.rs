@@ -87,8 +87,8 @@ pub fn plan_picture_of_solution(
 ///
 /// ```
 /// use warmarena_cli::draw::convert::plan_picture_of_plan;
-/// use warmarena::planner::{plan, Graph, Node, PlanOptions, PlanStatus, ValueId, ViewMap};
-/// let g = Graph {
+/// use warmarena::planner::{plan, PlanGraph, Node, PlanOptions, PlanStatus, ValueId, ViewMap};
+/// let g = PlanGraph {
 ///     num_values: 3,
 ///     inputs: vec![ValueId(0)],
 ///     outputs: vec![ValueId(2)],
