@@ -718,6 +718,12 @@ impl ArenaCore {
         cap: usize,
     ) -> bool {
         // SAFETY: the caller guarantees `this` is live for this call.
+        if unsafe { this.as_ref() }.small_owned {
+            // SAFETY: forwarded contract; the body may go on the way out.
+            unsafe { super::small::free(this, class_of_classed(cap), addr) };
+            return true;
+        }
+        // SAFETY: the caller guarantees `this` is live for this call.
         if tcache::free_slow(unsafe { this.as_ref() }, class_of_classed(cap), addr) {
             return true;
         }
@@ -783,6 +789,12 @@ impl ArenaCore {
             return unsafe { Self::free_patterned(this, None, addr) };
         }
         if let Some(c) = small {
+            // SAFETY: the caller guarantees `this` is live for this call.
+            if unsafe { this.as_ref() }.small_owned {
+                // SAFETY: forwarded contract; the body may go on the way out.
+                unsafe { super::small::free(this, c, addr) };
+                return true;
+            }
             // SAFETY: the caller guarantees `this` is live for this call.
             if tcache::free(unsafe { this.as_ref() }, c, addr) {
                 return true;
@@ -866,16 +878,16 @@ impl ArenaCore {
         // SAFETY: a pinned buffer is live, so its arena body is alive.
         let this = unsafe { NonNull::new_unchecked(info.core) };
         if let Some(id) = super::small::slot_pin_id(info.block) {
-            // SAFETY: as above: the slot, still live, keeps the body.
-            let core = unsafe { this.as_ref() };
-            let mut st = core.lock();
-            st.stats.leased_bytes -= info.cap;
-            st.stats.leases -= 1;
-            st.small.unpin_slot(id);
-            drop(st);
+            {
+                // SAFETY: as above: the slot, still live, keeps the body.
+                let mut st = unsafe { this.as_ref() }.lock();
+                st.stats.leased_bytes -= info.cap;
+                st.stats.leases -= 1;
+                st.small.unpin_slot(id);
+            }
             // SAFETY: a live slot of this arena's run-owned small path, its
-            // last owner gone; nothing uses `core` afterwards.
-            unsafe { super::small::free(core, class_of_classed(info.cap), info.addr) };
+            // last owner gone; nothing uses `this` afterwards.
+            unsafe { super::small::free(this, class_of_classed(info.cap), info.addr) };
             return;
         }
         // SAFETY: as above; nothing uses `this` afterwards.

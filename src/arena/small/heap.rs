@@ -63,6 +63,24 @@ impl Counters {
     pub(crate) fn reset_peak(&self) {
         self.peak.store(0, Relaxed);
     }
+
+    /// Zeroes every count (a spare heap taken by a new thread, its counts
+    /// folded when it left).
+    fn clear(&self) {
+        for a in [
+            &self.allocs,
+            &self.alloc_bytes,
+            &self.frees,
+            &self.free_bytes,
+            &self.cold,
+            &self.cold_bytes,
+            &self.peak,
+            &self.copies,
+            &self.copied_bytes,
+        ] {
+            a.store(0, Relaxed);
+        }
+    }
 }
 
 impl Totals {
@@ -90,13 +108,10 @@ pub(crate) struct ThreadHeap {
     pub(crate) cur: [*mut Run; SMALL_CLASSES],
     /// Per class, the heap's other runs.
     pub(crate) runs: [RunList; SMALL_CLASSES],
-    pub(crate) counters: Counters,
-    /// Per class, a bit set by a thread whose free starts a remote list
-    /// on one of this heap's runs of the class: while it is set, the heap
-    /// takes no untouched slot of the class before it has collected them
-    /// all. Heaps are kept until their arena goes (`Pool::spare_heaps`),
-    /// so a late store here never reaches freed memory.
-    remote: [AtomicU64; REMOTE_WORDS],
+    /// What other threads touch: its own allocation, so that the owner's
+    /// `&mut ThreadHeap` never covers memory another thread reads or
+    /// writes. Its address is the heap's id in its runs' headers.
+    shared: NonNull<Shared>,
     /// Slow paths taken so far: the clock of retirement.
     ticks: u32,
     /// Per class, the tick at which its current run emptied, while it
@@ -112,8 +127,29 @@ pub(crate) struct ThreadHeap {
     live: usize,
 }
 
+impl Drop for ThreadHeap {
+    fn drop(&mut self) {
+        // SAFETY: made by `Box::leak` in `new`; the heap goes with its
+        // arena, when no other thread can name it any more.
+        drop(unsafe { Box::from_raw(self.shared.as_ptr()) });
+    }
+}
+
 /// Words of a heap's per-class remote bits.
 const REMOTE_WORDS: usize = SMALL_CLASSES.div_ceil(64);
+
+/// The part of a heap other threads touch: its counters (read by
+/// `stats()`) and its remote bits (set by remote frees).
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    pub(crate) counters: Counters,
+    /// Per class, a bit set by a thread whose free starts a remote list
+    /// on one of this heap's runs of the class: while it is set, the heap
+    /// takes no untouched slot of the class before it has collected them
+    /// all. Heaps are kept until their arena goes (`Pool::spare_heaps`),
+    /// so a late store here never reaches freed memory.
+    remote: [AtomicU64; REMOTE_WORDS],
+}
 
 /// Tells heap `owner` (a run owner's address; 0 for none) that a remote
 /// free started a list on one of its runs of class `c`. The heap's memory
@@ -122,7 +158,7 @@ pub(crate) fn notify(owner: usize, c: usize) {
     if owner != 0 {
         // SAFETY: a heap's memory lives as long as its arena, which the
         // caller's live slot keeps; only the atomic is touched.
-        let w = unsafe { &(*(owner as *const ThreadHeap)).remote[c / 64] };
+        let w = unsafe { &(*(owner as *const Shared)).remote[c / 64] };
         let bit = 1u64 << (c % 64);
         if w.load(Relaxed) & bit == 0 {
             w.fetch_or(bit, Relaxed);
@@ -131,14 +167,15 @@ pub(crate) fn notify(owner: usize, c: usize) {
 }
 
 impl ThreadHeap {
-    pub(crate) fn new(core: &ArenaCore, seen: u64) -> ThreadHeap {
+    /// A heap of the arena whose body's original pointer is `core` (the
+    /// pointer a heap's thread may free the body through when it leaves).
+    pub(crate) fn new(core: *const ArenaCore, seen: u64) -> ThreadHeap {
         ThreadHeap {
             seen,
             core,
             cur: [null_mut(); SMALL_CLASSES],
             runs: [RunList::EMPTY; SMALL_CLASSES],
-            counters: Counters::default(),
-            remote: [const { AtomicU64::new(0) }; REMOTE_WORDS],
+            shared: NonNull::from(Box::leak(Box::default())),
             ticks: 0,
             retired_at: [u32::MAX; SMALL_CLASSES],
             retired: 0,
@@ -149,10 +186,11 @@ impl ThreadHeap {
 
     /// The arena's own heap, used by lock holders only.
     pub(crate) fn new_locked(core: &ArenaCore) -> ThreadHeap {
-        ThreadHeap {
-            locked: true,
-            ..ThreadHeap::new(core, 0)
-        }
+        // (Not `..ThreadHeap::new(..)`: the temporary's drop would free
+        // the shared part its copied pointer names.)
+        let mut h = ThreadHeap::new(core, 0);
+        h.locked = true;
+        h
     }
 
     /// Makes a heap that left its arena ready for another thread (under
@@ -164,7 +202,7 @@ impl ThreadHeap {
         self.ticks = 0;
         self.retired_at = [u32::MAX; SMALL_CLASSES];
         self.retired = 0;
-        self.counters = Counters::default();
+        self.shared().counters.clear();
         self.live = 0;
     }
 
@@ -173,10 +211,22 @@ impl ThreadHeap {
         self.live
     }
 
-    /// This heap's address, as runs name their owner.
+    /// What other threads touch of this heap.
+    #[inline(always)]
+    pub(crate) fn shared(&self) -> &Shared {
+        // SAFETY: made in `new`, freed only with the heap.
+        unsafe { self.shared.as_ref() }
+    }
+
+    /// The heap's shared part, as the arena's registry names the heap.
+    pub(crate) fn shared_ptr(&self) -> NonNull<Shared> {
+        self.shared
+    }
+
+    /// The address of the heap's shared part, as runs name their owner.
     #[inline(always)]
     pub(crate) fn id(&self) -> usize {
-        self as *const ThreadHeap as usize
+        self.shared.as_ptr() as usize
     }
 
     /// A slot of class `c` from the current run (freed, else fresh below
@@ -184,7 +234,7 @@ impl ThreadHeap {
     /// `None`.
     #[inline(always)]
     pub(crate) fn take(&mut self, c: usize) -> Option<Grant> {
-        let fresh = self.remote[c / 64].load(Relaxed) & (1u64 << (c % 64)) == 0;
+        let fresh = self.shared().remote[c / 64].load(Relaxed) & (1u64 << (c % 64)) == 0;
         self.take_in(c, fresh)
     }
 
@@ -205,19 +255,19 @@ impl ThreadHeap {
 
     #[inline(always)]
     fn note_allocated(&mut self, p: usize, cap: usize, cold: bool) -> Grant {
-        bump(&self.counters.allocs, 1);
-        bump(&self.counters.alloc_bytes, cap as u64);
+        bump(&self.shared().counters.allocs, 1);
+        bump(&self.shared().counters.alloc_bytes, cap as u64);
         if cold {
-            bump(&self.counters.cold, 1);
-            bump(&self.counters.cold_bytes, cap as u64);
+            bump(&self.shared().counters.cold, 1);
+            bump(&self.shared().counters.cold_bytes, cap as u64);
         }
         self.live = self.live.wrapping_add(cap);
         // SAFETY: a heap's arena outlives it (a registered heap keeps the body).
         let others = unsafe { &*self.core }.live_mirror.load(Relaxed);
         let now = others.wrapping_add(self.live);
         // Against the published peak, which `reset_peak` may lower.
-        if now as u64 > self.counters.peak.load(Relaxed) && (now as isize) >= 0 {
-            self.counters.peak.store(now as u64, Relaxed);
+        if now as u64 > self.shared().counters.peak.load(Relaxed) && (now as isize) >= 0 {
+            self.shared().counters.peak.store(now as u64, Relaxed);
         }
         Grant {
             // SAFETY: slots lie in the arena's mappings: never null.
@@ -231,14 +281,14 @@ impl ThreadHeap {
 
     /// Counts a payload copy of `bytes`.
     pub(crate) fn note_copy(&mut self, bytes: usize) {
-        bump(&self.counters.copies, 1);
-        bump(&self.counters.copied_bytes, bytes as u64);
+        bump(&self.shared().counters.copies, 1);
+        bump(&self.shared().counters.copied_bytes, bytes as u64);
     }
 
     #[inline(always)]
     pub(crate) fn note_freed(&mut self, cap: usize) {
-        bump(&self.counters.frees, 1);
-        bump(&self.counters.free_bytes, cap as u64);
+        bump(&self.shared().counters.frees, 1);
+        bump(&self.shared().counters.free_bytes, cap as u64);
         self.live = self.live.wrapping_sub(cap);
     }
 
@@ -324,10 +374,10 @@ impl ThreadHeap {
         mut arena: impl FnMut(usize, bool) -> Option<*mut Run>,
     ) -> Option<Grant> {
         let bit = 1u64 << (c % 64);
-        if self.remote[c / 64].load(Relaxed) & bit != 0 {
+        if self.shared().remote[c / 64].load(Relaxed) & bit != 0 {
             // Every remote free from here on sets the bit again; every
             // one before it is collected now, from each run of the class.
-            self.remote[c / 64].fetch_and(!bit, Relaxed);
+            self.shared().remote[c / 64].fetch_and(!bit, Relaxed);
             core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
             self.collect_all(c);
         }

@@ -175,29 +175,51 @@ fn run_locked(
     Some(unsafe { Run::init(base, capacity(c), owner) })
 }
 
-/// Frees the live small buffer of class `c` at `addr`: always taken.
+/// Frees the live small buffer of class `c` at `addr` into this thread's
+/// heap when it has one: its own run's free list, or another run's remote
+/// list. `false` (nothing changed) otherwise; then [`free`] decides. Never
+/// frees the body: this thread's registered heap keeps it.
 ///
 /// # Safety
 /// `addr` is a live slot of class `c` that `core` served, given up by the
-/// caller, who keeps `core` alive for the call (a handle, or the buffer).
-/// When this returns the body may be gone unless the caller holds a handle.
+/// caller when this returns `true`.
 #[inline(always)]
-pub(crate) unsafe fn free(core: &ArenaCore, c: Class, addr: usize) {
-    if let Some(h) = thread::current(core) {
+pub(crate) unsafe fn free_hit(core: &ArenaCore, c: Class, addr: usize) -> bool {
+    match thread::current(core) {
         // SAFETY: the caller's contract.
-        if unsafe { h.free(c, run_of(addr), addr) } {
-            return;
-        }
+        Some(h) => unsafe { h.free(c, run_of(addr), addr) },
+        None => false,
     }
-    // SAFETY: forwarded.
-    unsafe { free_slow(core, c, addr) }
 }
 
+/// Frees the live small buffer of class `c` at `addr`: always taken.
+///
+/// # Safety
+/// `this` is the body's original pointer ([`CoreHandle::ptr`]); `addr` is
+/// a live slot of class `c` that it served, given up by the caller, who
+/// keeps the body alive for the call (a handle, or the buffer). When this
+/// returns the body may be gone unless the caller holds a handle.
+///
+/// [`CoreHandle::ptr`]: crate::arena::shared::CoreHandle::ptr
+#[inline(always)]
+pub(crate) unsafe fn free(this: NonNull<ArenaCore>, c: Class, addr: usize) {
+    // SAFETY: the caller's contract (the reference ends with the call).
+    if unsafe { free_hit(this.as_ref(), c, addr) } {
+        return;
+    }
+    // SAFETY: forwarded.
+    unsafe { free_slow(this, c, addr) }
+}
+
+/// [`free`] past this thread's heap's hit. Takes the body's pointer, not
+/// a reference: the body may be freed on the way out.
 #[cold]
 #[inline(never)]
-unsafe fn free_slow(core: &ArenaCore, c: Class, addr: usize) {
+unsafe fn free_slow(this: NonNull<ArenaCore>, c: Class, addr: usize) {
     let r = run_of(addr);
-    let this = NonNull::from(core);
+    // SAFETY: the caller keeps the body alive until the free lands; this
+    // reference is not used after that.
+    let core = unsafe { this.as_ref() };
     if let Some(h) = thread::heap_for(core) {
         // SAFETY: the caller's contract.
         if !unsafe { h.free(c, r, addr) } {
@@ -269,7 +291,7 @@ pub(crate) fn honour(h: &mut heap::ThreadHeap, core: &ArenaCore) {
         return;
     }
     if trimmed {
-        let n = st.small.release(&core.os, |_| true);
+        let n = release(&mut st, core, |_| true);
         st.stats.trimmed_bytes += n;
     } else {
         enforce_cap(&mut st, core);
@@ -292,7 +314,20 @@ pub(crate) fn trim(st: &mut ArenaState, core: &ArenaCore) -> usize {
     if let Some(h) = thread::current(core) {
         h.give_back(st, false, false);
     }
-    st.small.release(&core.os, |_| true)
+    release(st, core, |_| true)
+}
+
+/// Releases the pages of empty runs, least recently emptied first, while
+/// `more(bytes so far)`; the bytes.
+fn release(st: &mut ArenaState, core: &ArenaCore, more: impl FnMut(usize) -> bool) -> usize {
+    // An arena's first run region is on base pages, the others are
+    // advised for huge pages when the configuration allows them
+    // (`reserve.rs`).
+    let plain = match st.config.huge_pages {
+        true => Some(st.run_regions.first().map_or(0, |g| g.base)),
+        false => None,
+    };
+    st.small.release(&core.os, plain, more)
 }
 
 /// Releases empty runs, oldest first, while the arena retains more than
@@ -307,7 +342,7 @@ pub(crate) fn enforce_cap(st: &mut ArenaState, core: &ArenaCore) {
         return;
     }
     let over = retained - cap;
-    let n = st.small.release(&core.os, |done| done < over);
+    let n = release(st, core, |done| done < over);
     st.stats.evictions += (n > 0) as u64;
     st.stats.evicted_bytes += n;
 }

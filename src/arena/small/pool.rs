@@ -10,11 +10,12 @@
 //! - **Heaps**: every registered thread heap, whose counters `stats()`
 //!   sums, and the counters of the heaps that left, folded.
 
-use super::heap::{Counters, ThreadHeap, Totals};
+use super::heap::{Counters, Shared, ThreadHeap, Totals};
 use super::run::Run;
 use super::SMALL_CLASSES;
 use crate::arena::pins::{PinInfo, PinRecord, PinTable};
 use crate::arena::shared::ArenaCore;
+use crate::arena::RUN_REGION_LEN;
 use crate::os::{self, OsCounters};
 use core::ptr::{null_mut, NonNull};
 
@@ -94,8 +95,9 @@ pub(crate) struct Pool {
     /// Abandoned runs (each has live slots): while any exists, the body
     /// stays.
     abandoned_runs: usize,
-    /// Registered heaps.
-    pub(crate) heaps: Vec<NonNull<ThreadHeap>>,
+    /// Registered heaps, by their shared parts (all that other threads
+    /// may touch while a heap's thread works in it).
+    pub(crate) heaps: Vec<NonNull<Shared>>,
     /// What the heaps that left counted.
     pub(crate) folded: Totals,
     /// The heap of threads that cannot keep one, used under the lock.
@@ -295,7 +297,7 @@ impl Pool {
         let mut t = self.folded;
         // SAFETY: the locked heap lives as long as the pool.
         if let Some(h) = self.locked {
-            t.add(&unsafe { h.as_ref() }.counters);
+            t.add(&unsafe { h.as_ref() }.shared().counters);
         }
         for h in &self.heaps {
             // SAFETY: registered heaps stay allocated until they are
@@ -317,9 +319,15 @@ impl Pool {
 
     /// Releases the pages of empty runs, oldest first, while `more` says
     /// so (given the bytes released so far); the bytes released.
+    ///
+    /// `plain_region`: the one run region on base pages (`None`: every
+    /// region is); in every other region a release
+    /// advises off the huge page it covers in part first, so khugepaged
+    /// never collapses it under the region's other runs.
     pub(crate) fn release(
         &mut self,
         os: &OsCounters,
+        plain_region: Option<usize>,
         mut more: impl FnMut(usize) -> bool,
     ) -> usize {
         let page = os::page_size();
@@ -339,7 +347,14 @@ impl Pool {
                         // slots is live; the headers stay below `start`),
                         // inside the arena's live region.
                         unsafe {
-                            os::release_pages(NonNull::new_unchecked(start as *mut u8), len, os)
+                            let p = NonNull::new_unchecked(start as *mut u8);
+                            let region = start & !(RUN_REGION_LEN - 1);
+                            if plain_region.is_none_or(|b| b == region) {
+                                os::release_pages(p, len, os);
+                            } else {
+                                let within = region..region + RUN_REGION_LEN;
+                                os::release_pages_in_huge(p, len, within, os);
+                            }
                         };
                     }
                     total += resident;
@@ -374,7 +389,7 @@ impl Pool {
         self.folded.peak = 0;
         // SAFETY: the locked heap lives as long as the pool.
         if let Some(h) = self.locked {
-            unsafe { h.as_ref() }.counters.reset_peak();
+            unsafe { h.as_ref() }.shared().counters.reset_peak();
         }
         for h in &self.heaps {
             // SAFETY: registered heaps stay allocated while registered.

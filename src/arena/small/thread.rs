@@ -146,16 +146,21 @@ fn make(core: &ArenaCore) -> Option<NonNull<ThreadHeap>> {
     let seen = core.epoch.load(Relaxed);
     if let Some(mut h) = st.small.spare_heaps.pop() {
         // SAFETY: a spare heap of this arena: no thread uses it.
-        unsafe { h.as_mut() }.reset(seen);
-        st.small.heaps.push(h);
+        let heap = unsafe { h.as_mut() };
+        heap.reset(seen);
+        st.small.heaps.push(heap.shared_ptr());
         return Some(h);
     }
     // Room to register it, and to keep it spare when its thread leaves.
     st.small.heaps.try_reserve(1).ok()?;
     let all = st.small.heaps.len() + st.small.spare_heaps.len() + 1;
     st.small.spare_heaps.try_reserve(all).ok()?;
-    let h = NonNull::from(Box::leak(Box::new(ThreadHeap::new(core, seen))));
-    st.small.heaps.push(h);
+    // The body's original pointer (the owner tag keeps it): a heap's
+    // thread may free the body through it when it leaves.
+    let body = st.owner.0.cast::<ArenaCore>().cast_const();
+    let h = NonNull::from(Box::leak(Box::new(ThreadHeap::new(body, seen))));
+    // SAFETY: just made; no thread uses it yet.
+    st.small.heaps.push(unsafe { h.as_ref() }.shared_ptr());
     Some(h)
 }
 
@@ -255,8 +260,9 @@ unsafe fn dissolve(st: &mut crate::arena::state::ArenaState, mut h: NonNull<Thre
     // SAFETY: this thread's heap, out of its slots.
     let heap = unsafe { h.as_mut() };
     heap.give_back(st, true, true);
-    st.small.fold(&heap.counters);
-    st.small.heaps.retain(|&x| x != h);
+    st.small.fold(&heap.shared().counters);
+    let id = heap.shared_ptr();
+    st.small.heaps.retain(|&x| x != id);
     // Room was reserved when the heap was made.
     debug_assert!(st.small.spare_heaps.len() < st.small.spare_heaps.capacity());
     st.small.spare_heaps.push(h);

@@ -86,8 +86,9 @@ pub(super) fn take(cache: &Cache, o: &mut Own, s: Slot, c: Class) -> Grant {
 pub(crate) fn free(core: &ArenaCore, c: Class, addr: usize) -> bool {
     if core.small_owned {
         // SAFETY: the callers free a live small buffer of class `c` that
-        // `core` served, keeping `core` alive for the call.
-        unsafe { crate::arena::small::free(core, c, addr) };
+        // `core` served, keeping `core` alive for the call (a caller that
+        // may see the body freed calls `small::free` with its pointer).
+        unsafe { crate::arena::small::free(NonNull::from(core), c, addr) };
         return true;
     }
     free_hit(core, c, addr) || free_slow(core, c, addr)
@@ -98,9 +99,8 @@ pub(crate) fn free(core: &ArenaCore, c: Class, addr: usize) -> bool {
 #[inline(always)]
 pub(crate) fn free_hit(core: &ArenaCore, c: Class, addr: usize) -> bool {
     if core.small_owned {
-        // SAFETY: as in `free`.
-        unsafe { crate::arena::small::free(core, c, addr) };
-        return true;
+        // SAFETY: as in `free`; the hit never frees the body.
+        return unsafe { crate::arena::small::free_hit(core, c, addr) };
     }
     if let Some(cache) = fast_cache(core) {
         // SAFETY: this thread's cache; the borrow ends within this block.
@@ -380,7 +380,7 @@ fn refill(st: &mut ArenaState, cache: &Cache, o: &mut Own, c: Class) -> bool {
 pub(crate) fn free_slow(core: &ArenaCore, c: Class, addr: usize) -> bool {
     if core.small_owned {
         // SAFETY: as in `free`.
-        unsafe { crate::arena::small::free(core, c, addr) };
+        unsafe { crate::arena::small::free(NonNull::from(core), c, addr) };
         return true;
     }
     let Some(cache) = ready_cache(core) else {
