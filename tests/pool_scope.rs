@@ -100,12 +100,22 @@ fn warm_pool_runs_take_no_fault_and_no_system_allocation() {
     // Which worker runs which task changes from run to run, so one run may
     // not have had both workers inside the same size class at once; a warm
     // run that does would take a buffer the arena never held (a cold
-    // allocation: pages to fault, metadata to grow). Warm-up therefore is
-    // two runs plus one task on every worker at the same moment.
+    // allocation: pages to fault, metadata to grow). And a thread's heap
+    // owns the runs it allocated from: a worker that collects a step's
+    // results (a 512-byte vector) for the first time takes a slot on an
+    // untouched page, however many such slots its peer holds. Warm-up
+    // therefore is two runs, plus one task on every worker at the same
+    // moment and a step's results collected on every worker.
     let all_at_once = std::sync::Barrier::new(2);
     pool.broadcast(|ctx| {
         all_at_once.wait();
         task(ctx.index(), &input[..4096]);
+        let results: Vec<f64> = input
+            .par_chunks(4096)
+            .enumerate()
+            .map(|(k, chunk)| task(k, chunk))
+            .collect();
+        assert_eq!(results.len(), reference.len());
     });
     let (faults0, calls0) = (process_faults(), CountingSystem::calls_all_threads());
     let cold0 = arena.stats().cold_allocations;

@@ -6,9 +6,9 @@
 //!   retention cap (default: unbounded), until run-aware retention lands.
 //! - `WARMARENA_HUGE_PAGES=0`: no transparent-huge-page advice.
 //! - `WARMARENA_DISABLE=1`: pass every call to the system allocator.
-//! - `WARMARENA_RUN_OWNERSHIP=1`: the arena's small path on run ownership
-//!   (`ArenaConfig::run_ownership`) instead of the thread caches, to
-//!   compare; off by default, as in the library.
+//! - `WARMARENA_RUN_OWNERSHIP=0`: the arena's small path on the thread
+//!   caches instead of run ownership (`ArenaConfig::run_ownership`), to
+//!   compare; on by default, as in the library.
 
 use core::ffi::c_char;
 
@@ -84,6 +84,6 @@ pub(crate) fn read() -> Config {
         retain_cap: var(b"WARMARENA_RETAIN_CAP").and_then(bytes),
         huge_pages: flag(b"WARMARENA_HUGE_PAGES").unwrap_or(true),
         disable: flag(b"WARMARENA_DISABLE").unwrap_or(false),
-        run_ownership: flag(b"WARMARENA_RUN_OWNERSHIP").unwrap_or(false),
+        run_ownership: flag(b"WARMARENA_RUN_OWNERSHIP").unwrap_or(true),
     }
 }

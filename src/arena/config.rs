@@ -41,7 +41,7 @@ pub struct ArenaConfig {
     pub(crate) prefault: bool,
     /// Pattern mode (default: off; execution arenas only): the arena
     /// records one thread's run of allocations between two boundaries
-    /// (`ExecutionArena::begin_run`, `RunContext::clear`, entering a
+    /// (`ExecutionArena::begin_run`, `ArenaRun::clear`, entering a
     /// global scope), plans it into one block, and serves the next runs
     /// that repeat it from that block. Costs one predictable branch per
     /// allocate and free, the recording of each learning run, and the
@@ -61,15 +61,14 @@ pub struct ArenaConfig {
     /// that repeats it at the planned offsets. Any difference falls back
     /// to best fit. Costs a few stores per heap request and, once per new
     /// sequence, the planner's time under the arena's lock. Off by default
-    /// only under Miri. See `docs/warm-fidelity.md`.
+    /// only under Miri. See `docs/design/execution-heap.md`.
     pub(crate) learn_placement: bool,
     /// Serve the small classes (below 64 KiB) from per-thread heaps that
-    /// own whole runs (default: off, until it matches the thread caches on
-    /// pools whose tasks move between workers): a local free goes back to
-    /// its run's free list, a free on another thread is one
-    /// compare-exchange onto the run's remote list, and empty runs go back
-    /// to the arena. Off, the thread caches serve them (`thread_cache`).
-    /// Ignored with pattern mode. See `docs/threads.md`.
+    /// own whole runs (default: on): a local free goes back to its run's
+    /// free list, a free on another thread is one compare-exchange onto
+    /// the run's remote list, and empty runs go back to the arena. Off,
+    /// the thread caches serve them (`thread_cache`), kept to compare the
+    /// two until they go. Ignored with pattern mode. See `docs/threads.md`.
     pub(crate) run_ownership: bool,
 }
 
@@ -85,19 +84,18 @@ impl Default for ArenaConfig {
             // epoch's end made the heap tests too slow to run; the tests
             // of learned placement turn it on themselves.
             learn_placement: !cfg!(miri),
-            run_ownership: false,
+            run_ownership: true,
         }
     }
 }
 
 impl ArenaConfig {
     /// Serve the small classes (below 64 KiB) from per-thread heaps that
-    /// own whole runs (default: off, until it matches the thread caches on
-    /// pools whose tasks move between workers): a local free goes back to
-    /// its run's free list, a free on another thread is one
-    /// compare-exchange onto the run's remote list, and empty runs go back
-    /// to the arena. Off, the thread caches serve them (`thread_cache`).
-    /// Ignored with pattern mode. See `docs/threads.md`.
+    /// own whole runs (default: on): a local free goes back to its run's
+    /// free list, a free on another thread is one compare-exchange onto
+    /// the run's remote list, and empty runs go back to the arena. Off,
+    /// the thread caches serve them (`thread_cache`), kept to compare the
+    /// two until they go. Ignored with pattern mode. See `docs/threads.md`.
     ///
     /// ```
     /// use warmarena::{ArenaConfig, ExecutionArena};
@@ -159,7 +157,7 @@ impl ArenaConfig {
 
     /// Pattern mode (default: off; execution arenas only): the arena
     /// records one thread's run of allocations between two boundaries
-    /// (`ExecutionArena::begin_run`, `RunContext::clear`, entering a
+    /// (`ExecutionArena::begin_run`, `ArenaRun::clear`, entering a
     /// global scope), plans it into one block, and serves the next runs
     /// that repeat it from that block. Costs one predictable branch per
     /// allocate and free, the recording of each learning run, and the
@@ -202,7 +200,7 @@ impl ArenaConfig {
     /// that repeats it at the planned offsets. Any difference falls back
     /// to best fit. Costs a few stores per heap request and, once per new
     /// sequence, the planner's time under the arena's lock. Off by default
-    /// only under Miri. See `docs/warm-fidelity.md`.
+    /// only under Miri. See `docs/design/execution-heap.md`.
     ///
     /// ```
     /// assert!(warmarena::ArenaConfig::default().get_learn_placement());

@@ -20,7 +20,7 @@
 //!   workers), to the next thread that asks;
 //! - at a run boundary
 //!   ([`ExecutionArena::begin_run`](crate::ExecutionArena::begin_run), a
-//!   session's `RunContext::new` and `clear`), to the thread crossing it: a
+//!   session's `ArenaRun::new` and `clear`), to the thread crossing it: a
 //!   run that starts on another worker than the last one takes the heap
 //!   with it. A boundary that finds a heap piece live (another thread's
 //!   run in progress) moves nothing and marks the arena's runs as

@@ -220,7 +220,10 @@ static void section_api(void) {
     CHECK(t == 0 || t == 1);
     if (under_arena) {
         struct mallinfo2 after = mallinfo2();
-        CHECK(after.fordblks == 0); /* trim released every retained byte */
+        /* trim released the 4 MiB buffer's pages and every empty run; the
+           free slots of runs that still hold live ones stay (at most the
+           runs this test's classes have in use) */
+        CHECK(after.fordblks < (size_t)(1 << 20));
     }
 }
 

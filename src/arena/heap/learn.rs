@@ -6,7 +6,7 @@
 //! short-lived one just was splits the free space, and a model with a
 //! residual input beside short workspaces ends with its mark (the heap's
 //! materialized bytes) well above the live peak (1.28x on the report's CNN
-//! model; no online policy tried did better, `docs/warm-fidelity.md`).
+//! model; no online policy tried did better, `docs/design/execution-heap.md`).
 //! A runtime repeats its runs, so the second run can know what the first
 //! one showed.
 //!

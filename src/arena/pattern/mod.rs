@@ -2,7 +2,7 @@
 //! the next runs with the same sequence from one planned block.
 //!
 //! A *run* is one thread's allocate and free events between two boundaries
-//! (`ExecutionArena::begin_run`, `RunContext::clear`, entering a scope of
+//! (`ExecutionArena::begin_run`, `ArenaRun::clear`, entering a scope of
 //! the scoped global allocator). The first run with a new key is recorded
 //! ([`recorder`]); at the next boundary its buffers that were freed become
 //! intervals and are packed into one block ([`packing`]). From then on, the
