@@ -245,7 +245,7 @@ impl ThreadHeap {
             return None;
         }
         // SAFETY: the heap's current run: a live header its thread owns.
-        let run = unsafe { &mut *r };
+        let run = unsafe { &*r };
         let (p, cold) = run.take(fresh);
         if p == 0 {
             return None;
@@ -305,7 +305,7 @@ impl ThreadHeap {
         // SAFETY: a live slot keeps its run's header live; `owner` is atomic.
         if unsafe { (*r).owner.load(Relaxed) } == self.id() {
             // SAFETY: this heap owns the run: its plain fields are ours.
-            let run = unsafe { &mut *r };
+            let run = unsafe { &*r };
             run.push(p);
             self.note_freed(run.cap as usize);
             let cur = self.cur[c];
@@ -314,10 +314,10 @@ impl ThreadHeap {
                 // current run's untouched pages: its open fresh slots close.
                 if !cur.is_null() {
                     // SAFETY: the current run is this heap's.
-                    unsafe { (*cur).limit = (*cur).fresh };
+                    unsafe { (*cur).limit.set((*cur).fresh.get()) };
                 }
             }
-            if run.used == 0 && !self.locked {
+            if run.used.get() == 0 && !self.locked {
                 // (The arena's own heap is used under its lock already:
                 // its runs stay.)
                 if r != cur || self.seen & NO_CACHE != 0 {
@@ -388,15 +388,15 @@ impl ThreadHeap {
         }
         if let Some(s) = self.find(c, |run| {
             run.collect();
-            run.free != 0
+            run.free.get() != 0
         }) {
             self.make_current(c, s);
             return self.take_in(c, true);
         }
         while let Some(s) = arena(self.id(), false) {
             // SAFETY: a run just adopted by this heap.
-            let run = unsafe { &mut *s };
-            if run.free != 0 || run.open_fresh() {
+            let run = unsafe { &*s };
+            if run.free.get() != 0 || run.open_fresh() {
                 self.make_current(c, s);
                 return self.take_in(c, true);
             }
@@ -454,7 +454,7 @@ impl ThreadHeap {
             }
             let r = *cur;
             // SAFETY: the current run is this heap's.
-            if r.is_null() || unsafe { (*r).used } != 0 {
+            if r.is_null() || unsafe { (*r).used.get() } != 0 {
                 *at = u32::MAX;
                 self.retired -= 1;
             } else if k != c && ticks.wrapping_sub(*at) >= RETIRE_TICKS {
@@ -492,25 +492,25 @@ impl ThreadHeap {
         s = self.runs[c].head;
         while !s.is_null() {
             // SAFETY: runs on the heap's list are live headers it owns.
-            let run = unsafe { &mut *s };
+            let run = unsafe { &*s };
             run.collect();
-            s = run.next;
+            s = run.next.get();
         }
     }
 
     /// The first of the heap's other runs of class `c` that `ok` accepts,
     /// taken off the list.
-    fn find(&mut self, c: usize, mut ok: impl FnMut(&mut Run) -> bool) -> Option<*mut Run> {
+    fn find(&mut self, c: usize, mut ok: impl FnMut(&Run) -> bool) -> Option<*mut Run> {
         let mut s = self.runs[c].head;
         while !s.is_null() {
             // SAFETY: runs on the heap's list are live headers it owns.
-            let run = unsafe { &mut *s };
+            let run = unsafe { &*s };
             if ok(run) {
                 // SAFETY: `s` is on the list of class `c`.
                 unsafe { self.runs[c].unlink(s) };
                 return Some(s);
             }
-            s = run.next;
+            s = run.next.get();
         }
         None
     }
@@ -535,11 +535,11 @@ impl ThreadHeap {
             let mut s = self.runs[c].head;
             while !s.is_null() {
                 // SAFETY: runs on the heap's list are live headers it owns.
-                let next = unsafe { (*s).next };
+                let next = unsafe { (*s).next.get() };
                 // SAFETY: as above.
-                let run = unsafe { &mut *s };
+                let run = unsafe { &*s };
                 run.collect();
-                if run.used == 0 || partial || all {
+                if run.used.get() == 0 || partial || all {
                     // SAFETY: `s` is on this list; the lock is held.
                     unsafe {
                         self.runs[c].unlink(s);
@@ -554,9 +554,9 @@ impl ThreadHeap {
                 continue;
             }
             // SAFETY: the current run is this heap's.
-            let run = unsafe { &mut *r };
+            let run = unsafe { &*r };
             run.collect();
-            if all || run.used == 0 {
+            if all || run.used.get() == 0 {
                 self.cur[c] = null_mut();
                 run.abandon();
                 // SAFETY: on no list; the lock is held.

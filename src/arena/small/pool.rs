@@ -39,11 +39,11 @@ impl RunList {
     pub(crate) unsafe fn push_front(&mut self, r: *mut Run) {
         // SAFETY: the caller's contract.
         unsafe {
-            (*r).prev = null_mut();
-            (*r).next = self.head;
+            (*r).prev.set(null_mut());
+            (*r).next.set(self.head);
             match self.head.is_null() {
                 true => self.tail = r,
-                false => (*self.head).prev = r,
+                false => (*self.head).prev.set(r),
             }
         }
         self.head = r;
@@ -56,11 +56,11 @@ impl RunList {
     pub(crate) unsafe fn push_back(&mut self, r: *mut Run) {
         // SAFETY: the caller's contract.
         unsafe {
-            (*r).next = null_mut();
-            (*r).prev = self.tail;
+            (*r).next.set(null_mut());
+            (*r).prev.set(self.tail);
             match self.tail.is_null() {
                 true => self.head = r,
-                false => (*self.tail).next = r,
+                false => (*self.tail).next.set(r),
             }
         }
         self.tail = r;
@@ -73,17 +73,17 @@ impl RunList {
     pub(crate) unsafe fn unlink(&mut self, r: *mut Run) {
         // SAFETY: the caller's contract.
         unsafe {
-            let (p, n) = ((*r).prev, (*r).next);
+            let (p, n) = ((*r).prev.get(), (*r).next.get());
             match p.is_null() {
                 true => self.head = n,
-                false => (*p).next = n,
+                false => (*p).next.set(n),
             }
             match n.is_null() {
                 true => self.tail = p,
-                false => (*n).prev = p,
+                false => (*n).prev.set(p),
             }
-            (*r).prev = null_mut();
-            (*r).next = null_mut();
+            (*r).prev.set(null_mut());
+            (*r).next.set(null_mut());
         }
     }
 }
@@ -204,7 +204,7 @@ impl Pool {
     pub(crate) unsafe fn take_back(&mut self, c: usize, r: *mut Run) {
         // SAFETY: the caller's contract.
         unsafe {
-            if (*r).used == 0 {
+            if (*r).used.get() == 0 {
                 self.empty[c].push_front(r);
             } else {
                 self.abandoned[c].push_front(r);
@@ -222,7 +222,7 @@ impl Pool {
         // SAFETY: the arena owns the run; the caller's contract.
         unsafe {
             (*r).push(p);
-            if (*r).used == 0 {
+            if (*r).used.get() == 0 {
                 self.abandoned[c].unlink(r);
                 self.abandoned_runs -= 1;
                 self.empty[c].push_front(r);
@@ -336,7 +336,7 @@ impl Pool {
             let mut r = self.empty[c].tail;
             while !r.is_null() && more(total) {
                 // SAFETY: an empty run the arena owns, in a live region.
-                let run = unsafe { &mut *r };
+                let run = unsafe { &*r };
                 let resident = run.resident();
                 if resident > 0 {
                     self.released_slots += (resident / run.cap as usize) as u64;
@@ -359,7 +359,7 @@ impl Pool {
                     }
                     total += resident;
                 }
-                r = run.prev;
+                r = run.prev.get();
             }
         }
         total

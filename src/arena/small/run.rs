@@ -20,6 +20,7 @@
 //! never written, and a slot from there is a cold allocation.
 
 use crate::sync::rc::{AtomicUsize, Ordering};
+use core::cell::Cell;
 use core::ptr::null_mut;
 
 use super::super::{RUN_LEN, RUN_REGION_LEN};
@@ -39,26 +40,28 @@ pub(crate) struct Run {
     /// by the owner (giving the run up) or under the arena's lock (taking
     /// it); any thread reads it to learn whether the run is its own.
     pub(crate) owner: AtomicUsize,
-    // Plain fields: the owner's alone.
+    // The owner's alone (cells: the owner reaches the header through a
+    // shared reference, never `&mut Run`, since other threads may touch
+    // the atomics above at any time).
     /// The owner's free list: slots linked through their first word.
-    pub(crate) free: usize,
+    pub(crate) free: Cell<usize>,
     /// The first slot never handed out since the run's pages were last
     /// released; slots from here to the run's end are untouched.
-    pub(crate) fresh: usize,
+    pub(crate) fresh: Cell<usize>,
     /// How far the owner may take fresh slots without its slow path: at
     /// most a page past `fresh` when the slow path opened it
     /// ([`Run::open_fresh`]), so freed slots anywhere in the heap are
     /// reused before a run's untouched pages.
-    pub(crate) limit: usize,
+    pub(crate) limit: Cell<usize>,
     /// The list the run is on: its heap's runs of the class, or the
     /// arena's empty or abandoned runs of it.
-    pub(crate) prev: *mut Run,
-    pub(crate) next: *mut Run,
-    /// The capacity of each slot.
+    pub(crate) prev: Cell<*mut Run>,
+    pub(crate) next: Cell<*mut Run>,
+    /// The capacity of each slot (set when the header is written).
     pub(crate) cap: u32,
     /// Slots handed out and not yet back on the free list (remote frees
     /// waiting in `thread_free` still count).
-    pub(crate) used: u32,
+    pub(crate) used: Cell<u32>,
 }
 
 #[cfg(not(loom))]
@@ -97,13 +100,13 @@ impl Run {
             run.write(Run {
                 thread_free: AtomicUsize::new(0),
                 owner: AtomicUsize::new(owner),
-                free: 0,
-                fresh: first,
-                limit: first,
-                prev: null_mut(),
-                next: null_mut(),
+                free: Cell::new(0),
+                fresh: Cell::new(first),
+                limit: Cell::new(first),
+                prev: Cell::new(null_mut()),
+                next: Cell::new(null_mut()),
                 cap: cap as u32,
-                used: 0,
+                used: Cell::new(0),
             })
         };
         run
@@ -131,19 +134,19 @@ impl Run {
     /// Takes the newest free slot, else (with `fresh`) a fresh one below
     /// the limit (`true`: a cold one); 0 when neither is there.
     #[inline(always)]
-    pub(crate) fn take(&mut self, fresh: bool) -> (usize, bool) {
-        let p = self.free;
+    pub(crate) fn take(&self, fresh: bool) -> (usize, bool) {
+        let p = self.free.get();
         if p != 0 {
             // SAFETY: a free-list slot's first word is its link, written
             // by `push`; the slot is the owner's (free).
-            self.free = unsafe { (p as *const usize).read() };
-            self.used += 1;
+            self.free.set(unsafe { (p as *const usize).read() });
+            self.used.set(self.used.get() + 1);
             return (p, false);
         }
-        let p = self.fresh;
-        if fresh && p < self.limit {
-            self.fresh = p + self.cap as usize;
-            self.used += 1;
+        let p = self.fresh.get();
+        if fresh && p < self.limit.get() {
+            self.fresh.set(p + self.cap as usize);
+            self.used.set(self.used.get() + 1);
             return (p, true);
         }
         (0, false)
@@ -151,25 +154,25 @@ impl Run {
 
     /// Lets the owner take fresh slots up to about a page further (at
     /// least one slot); `false` when the run has none left.
-    pub(crate) fn open_fresh(&mut self) -> bool {
+    pub(crate) fn open_fresh(&self) -> bool {
         let end = self.end();
         let step = (self.cap as usize).max(4096);
-        self.limit = end.min(self.fresh + step);
-        self.fresh < end
+        self.limit.set(end.min(self.fresh.get() + step));
+        self.fresh.get() < end
     }
 
     /// Pushes slot `p` (of this run, handed out, now free) on the free list.
     #[inline(always)]
-    pub(crate) fn push(&mut self, p: usize) {
+    pub(crate) fn push(&self, p: usize) {
         // SAFETY: `p` is a slot of this run that its holder gave back:
         // no one else reads or writes it now.
-        unsafe { (p as *mut usize).write(self.free) };
-        self.free = p;
-        self.used -= 1;
+        unsafe { (p as *mut usize).write(self.free.get()) };
+        self.free.set(p);
+        self.used.set(self.used.get() - 1);
     }
 
     /// Takes the slots other threads freed into the free list; how many.
-    pub(crate) fn collect(&mut self) -> u32 {
+    pub(crate) fn collect(&self) -> u32 {
         if self.thread_free.load(Ordering::Relaxed) == 0 {
             return 0;
         }
@@ -185,7 +188,7 @@ impl Run {
 
     /// Puts every slot of `list` (linked through first words) on the free
     /// list; how many.
-    fn absorb(&mut self, mut list: usize) -> u32 {
+    fn absorb(&self, mut list: usize) -> u32 {
         let mut n = 0;
         while list != 0 {
             // SAFETY: a slot pushed by `push_remote`: its first word is
@@ -201,7 +204,7 @@ impl Run {
     /// The owner gives the run to the arena (under its lock): the remote
     /// frees so far are taken, later ones find [`ABANDONED`] and go to the
     /// lock.
-    pub(crate) fn abandon(&mut self) -> u32 {
+    pub(crate) fn abandon(&self) -> u32 {
         let list = self.thread_free.swap(ABANDONED, Ordering::Acquire);
         debug_assert_eq!(list & ABANDONED, 0, "abandoned twice");
         let n = self.absorb(list);
@@ -210,7 +213,7 @@ impl Run {
     }
 
     /// The arena hands the run to heap `owner` (under its lock).
-    pub(crate) fn adopt(&mut self, owner: usize) {
+    pub(crate) fn adopt(&self, owner: usize) {
         debug_assert_eq!(self.thread_free.load(Ordering::Relaxed), ABANDONED);
         self.owner.store(owner, Ordering::Relaxed);
         self.thread_free.store(0, Ordering::Release);
@@ -224,17 +227,17 @@ impl Run {
     /// The bytes of the run's slots that have been written since its
     /// pages were last released.
     pub(crate) fn resident(&self) -> usize {
-        self.fresh - self.first()
+        self.fresh.get() - self.first()
     }
 
     /// Forgets every free slot before the run's pages are released (the
     /// run is empty and the arena's); the whole page range to release.
-    pub(crate) fn forget_slots(&mut self, page: usize) -> (usize, usize) {
-        debug_assert_eq!(self.used, 0);
+    pub(crate) fn forget_slots(&self, page: usize) -> (usize, usize) {
+        debug_assert_eq!(self.used.get(), 0);
         let first = self.first();
-        self.free = 0;
-        self.fresh = first;
-        self.limit = first;
+        self.free.set(0);
+        self.fresh.set(first);
+        self.limit.set(first);
         let start = first.next_multiple_of(page);
         (start, self.base() + RUN_LEN - start)
     }
@@ -320,7 +323,7 @@ mod tests {
     fn take_push_collect_and_abandon_keep_used_exact() {
         let (_v, base) = region();
         // SAFETY: `base` is a region-aligned buffer this test owns.
-        let run = unsafe { &mut *Run::init(base, 64, 8) };
+        let run = unsafe { &*Run::init(base, 64, 8) };
         assert_eq!(run.base(), base);
         assert_eq!(run.take(true), (0, false), "nothing opened yet");
         assert!(run.open_fresh());
@@ -328,14 +331,14 @@ mod tests {
         let (a, cold_a) = run.take(true);
         let (b, cold_b) = run.take(true);
         assert_eq!(
-            (a, b - a, run.used, cold_a, cold_b),
+            (a, b - a, run.used.get(), cold_a, cold_b),
             (run.first(), 64, 2, true, true)
         );
         // SAFETY: `b` is a live slot of the run, given up here.
         assert!(unsafe { push_remote(run, b, |_| {}) });
-        assert_eq!(run.used, 2, "a remote free counts until collected");
+        assert_eq!(run.used.get(), 2, "a remote free counts until collected");
         assert_eq!(run.collect(), 1);
-        assert_eq!(run.used, 1);
+        assert_eq!(run.used.get(), 1);
         assert_eq!(
             run.take(true),
             (b, false),
@@ -351,10 +354,10 @@ mod tests {
             "an abandoned run takes no push"
         );
         run.adopt(16);
-        assert_eq!((run.used, run.owner.load(Ordering::Relaxed)), (0, 16));
+        assert_eq!((run.used.get(), run.owner.load(Ordering::Relaxed)), (0, 16));
         assert_eq!(run.resident(), 128);
         let (start, len) = run.forget_slots(4096);
-        assert_eq!((run.free, run.resident()), (0, 0));
+        assert_eq!((run.free.get(), run.resident()), (0, 0));
         assert_eq!(start + len, base + RUN_LEN);
     }
 
@@ -363,7 +366,7 @@ mod tests {
         let (_v, base) = region();
         let cap = 48 << 10;
         // SAFETY: as above.
-        let run = unsafe { &mut *Run::init(base, cap, 8) };
+        let run = unsafe { &*Run::init(base, cap, 8) };
         let mut seen = Vec::new();
         while run.open_fresh() {
             loop {
@@ -401,13 +404,13 @@ mod loom_tests {
         let run = Box::leak(Box::new(Run {
             thread_free: AtomicUsize::new(0),
             owner: AtomicUsize::new(8),
-            free: 0,
-            fresh: 0,
-            limit: 0,
-            prev: null_mut(),
-            next: null_mut(),
+            free: Cell::new(0),
+            fresh: Cell::new(0),
+            limit: Cell::new(0),
+            prev: Cell::new(null_mut()),
+            next: Cell::new(null_mut()),
             cap: 32,
-            used: 1,
+            used: Cell::new(1),
         })) as *mut Run as usize;
         (run, slot)
     }
@@ -445,8 +448,12 @@ mod loom_tests {
             }
             t.join().unwrap();
             // SAFETY: every thread is done with the run.
-            let r = unsafe { &mut *(run as *mut Run) };
-            assert_eq!((r.used, r.free), (0, slot), "the slot came back once");
+            let r = unsafe { &*(run as *mut Run) };
+            assert_eq!(
+                (r.used.get(), r.free.get()),
+                (0, slot),
+                "the slot came back once"
+            );
             assert!(r.abandoned());
         });
     }
@@ -471,9 +478,13 @@ mod loom_tests {
             }
             t.join().unwrap();
             // SAFETY: the adopter is this thread now.
-            let run = unsafe { &mut *r };
+            let run = unsafe { &*r };
             run.collect();
-            assert_eq!((run.used, run.free), (0, slot), "the slot came back once");
+            assert_eq!(
+                (run.used.get(), run.free.get()),
+                (0, slot),
+                "the slot came back once"
+            );
         });
     }
 }
