@@ -12,18 +12,6 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// Paths (files, or folders when they end in `/`) being rewritten by other
-/// work in progress, left out of the history-words check until that work
-/// lands. Remove an entry once its files are clean; the list should end
-/// up empty.
-const HISTORY_WORDS_EXCLUDED: &[&str] = &[
-    "src/arena/tcache/",
-    "src/arena/pattern/",
-    "src/arena/heap/learn.rs",
-    "src/arena/heap/learn_tests.rs",
-    "docs/pattern.md",
-];
-
 /// Extensions of the files the history-words check reads.
 const CHECKED_EXTENSIONS: &[&str] = &["rs", "md", "sh", "py", "toml", "c"];
 
@@ -54,16 +42,6 @@ fn relative(path: &Path) -> String {
         .unwrap_or(path)
         .to_string_lossy()
         .replace('\\', "/")
-}
-
-fn excluded(rel: &str) -> bool {
-    HISTORY_WORDS_EXCLUDED.iter().any(|e| {
-        if e.ends_with('/') {
-            rel.starts_with(e)
-        } else {
-            rel == *e
-        }
-    })
 }
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -167,9 +145,6 @@ fn no_history_words_in_markdown_or_code() {
     let mut problems = Vec::new();
     for path in &files {
         let rel = relative(path);
-        if excluded(&rel) {
-            continue;
-        }
         let Ok(text) = fs::read_to_string(path) else {
             continue;
         };

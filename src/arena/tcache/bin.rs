@@ -119,7 +119,7 @@ pub(crate) enum Move {
 /// Fewest buffers a bin holds, past [`BIN_BYTES`] for the classes above
 /// 8 KiB: with fewer, a thread that frees and allocates a few such
 /// buffers in turn flushed and refilled (one lock each) every few
-/// operations (docs/threads.md, stop 48).
+/// operations.
 pub(crate) const MIN_SLOTS: usize = 16;
 
 /// How many buffers of capacity `cap` a bin holds.
@@ -259,7 +259,7 @@ impl Bin {
     /// empty bin from flushing and refilling by turns; the whole bin
     /// halves the locks a streak takes, and with many threads streaming
     /// through one arena those locks are what they wait on
-    /// (docs/threads.md, stop 49).
+    /// (measured on the `threads` bench).
     #[inline]
     pub(crate) fn move_batch(&mut self, way: Move) -> usize {
         let n = if self.last_move == Some(way) {

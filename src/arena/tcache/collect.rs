@@ -17,7 +17,7 @@
 //! miss is paid by the thread that will write into the buffer next, and
 //! nobody waits for it.
 //!
-//! Since stop 43 the stacks are one per class (`remotes.rs`) and the
+//! The stacks are one per class (`remotes.rs`) and the
 //! thread takes only its requested class's, and reads only as many
 //! buffers as its bin takes (the newest); the older ones go back on the
 //! stack unread (`Remotes::restore`), for the next thread whose bin of the

@@ -37,7 +37,7 @@
 //! the lock the other threads wait on: with two threads streaming 100 000
 //! buffers each, the first take after their frees sorted 200 000 entries,
 //! and the shared arena took 1.2-1.4x the time it takes with the streak
-//! left as pushed (two and eight threads; docs/threads.md, stop 52). What
+//! left as pushed (two and eight threads). What
 //! the sort is for, a thread's next run walking its buffers in address
 //! order, a streak of several threads' batches does not give: whoever
 //! refills gets the others' buffers too. Left as pushed, the refill takes
@@ -370,7 +370,7 @@ impl Depot {
 /// program sees changes). A class's list holds an entry for every free
 /// buffer of the class, 16 bytes each: with hundreds of thousands of them
 /// most of the list is out of cache, and a refill's copy of its batch
-/// stalled on those lines (docs/threads.md, stop 46). Takes and pushes
+/// stalled on those lines. Takes and pushes
 /// move along the list's end a batch at a time, so the lines the next
 /// one needs are known one batch ahead.
 #[inline]

@@ -7,7 +7,7 @@
 //! refill took the arena's lock, and with several threads streaming
 //! through one arena those acquisitions, and the lock's and the arena
 //! state's lines moving between cores at each, were what the shared arena
-//! cost over an arena each (docs/threads.md, stop 55). A spill keeps the
+//! cost over an arena each. A spill keeps the
 //! bin's batches in the thread's cache instead, up to [`SPILL_BYTES`] of
 //! the class, and hands them back to the bin when it runs dry: no lock
 //! either way while the thread's streak fits.

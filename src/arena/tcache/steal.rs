@@ -7,8 +7,8 @@
 //! (the same work, another worker), the worker that now needs a class
 //! found the depot empty, because the worker that ran the task last
 //! holds the class's buffers in its spill, and took new memory: run after
-//! run, until every worker's spills held every task's share (stop 56,
-//! docs/threads.md: 4 workers went cold for 3 runs more and held 5.8 MiB
+//! run, until every worker's spills held every task's share (on
+//! `examples/threads_warm.rs ... moving`, 4 workers went cold for 3 runs more and held 5.8 MiB
 //! where 3.0 did without spills). So a request about to take new memory
 //! for a small class first looks into the other threads' spills of the
 //! class, under the arena's lock, and takes a batch of what one holds

@@ -7,7 +7,7 @@
 //! and the run after that the right way round again. serde_json's tree
 //! (`examples/global_scope.rs`) showed it: every second warm iteration
 //! wrote its new values from high addresses down and took 1.2-1.3x as
-//! long as the one before (docs/threads.md, stop 45).
+//! long as the one before.
 //!
 //! So the first take after a streak of at least [`STREAK_MIN`] pushes
 //! looks at it once. When it mostly rises (a run whose buffers a fresh
@@ -33,7 +33,7 @@
 //! were freed, spread over every run of the class, and its writes and
 //! walks brought each cache line in once per sweep. mimalloc hands out a
 //! page's blocks in address order once the page is empty, whatever order
-//! they were freed in (docs/threads.md, stop 47). The sort sets a bit per
+//! they were freed in. The sort sets a bit per
 //! buffer in a bitmap per run (256 KiB) the streak touches, kept in room
 //! the depot reserves as the arena makes runs, and reads them back:
 //! linear in the streak, nothing allocated. Where that does not serve
@@ -157,7 +157,7 @@ impl Survey {
     /// bitmaps set and read back). At two sweeps it did not pay:
     /// serde_json's tree (`examples/global_scope.rs`) frees its largest
     /// class in two sweeps, and sorting it gave its walk nothing and took
-    /// 1.5-2 ms more an iteration (docs/threads.md, stop 47).
+    /// 1.5-2 ms more an iteration.
     fn sweeps_again(&self) -> bool {
         let range = (self.high.saturating_sub(self.low) / MIN_CAPACITY) as u128;
         2 * u128::from(self.climb) > 5 * TREND as u128 * range

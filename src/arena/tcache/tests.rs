@@ -682,7 +682,7 @@ fn a_dropped_arena_whose_user_holds_a_buffer_settles_its_depot_and_goes_with_it(
 #[test]
 fn a_threads_first_run_takes_the_lock_once_a_new_small_buffer() {
     // A refill that finds nothing of the class carves the request's
-    // buffer under its own lock (twice a buffer until stop 51).
+    // buffer under its own lock, once (not twice) a buffer.
     let a = arena();
     let n = if cfg!(miri) { 10 } else { 200 };
     // This thread's cache made first, by a request of another class.
