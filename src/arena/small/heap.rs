@@ -119,6 +119,15 @@ pub(crate) struct ThreadHeap {
     retired_at: [u32; SMALL_CLASSES],
     /// Classes whose current run is retired.
     retired: usize,
+    /// Per class, the one other run kept after it emptied (null: none),
+    /// so a class whose runs empty and refill by turns takes no lock for
+    /// it; a second run that empties goes back at once, and the spare
+    /// itself `RETIRE_TICKS` slow paths later.
+    spare: [*mut Run; SMALL_CLASSES],
+    /// Per class, the tick at which its spare emptied.
+    spare_at: [u32; SMALL_CLASSES],
+    /// Classes with a spare.
+    spares: usize,
     /// The arena's own heap, used under its lock (`Pool::locked_heap`): it
     /// never takes the lock itself, so it keeps the runs that empty.
     locked: bool,
@@ -179,6 +188,9 @@ impl ThreadHeap {
             ticks: 0,
             retired_at: [u32::MAX; SMALL_CLASSES],
             retired: 0,
+            spare: [null_mut(); SMALL_CLASSES],
+            spare_at: [0; SMALL_CLASSES],
+            spares: 0,
             locked: false,
             live: 0,
         }
@@ -202,6 +214,7 @@ impl ThreadHeap {
         self.ticks = 0;
         self.retired_at = [u32::MAX; SMALL_CLASSES];
         self.retired = 0;
+        debug_assert_eq!(self.spares, 0, "a heap leaves with its spares given back");
         self.shared().counters.clear();
         self.live = 0;
     }
@@ -320,8 +333,10 @@ impl ThreadHeap {
             if run.used.get() == 0 && !self.locked {
                 // (The arena's own heap is used under its lock already:
                 // its runs stay.)
-                if r != cur || self.seen & NO_CACHE != 0 {
+                if self.seen & NO_CACHE != 0 {
                     self.run_emptied(c, r);
+                } else if r != cur {
+                    self.keep_spare(c, r);
                 } else {
                     self.retire(c);
                 }
@@ -419,6 +434,24 @@ impl ThreadHeap {
         self.take_in(c, true)
     }
 
+    /// Run `r` of class `c`, not the current one, just emptied: it stays
+    /// as the class's spare unless the class has an empty spare already,
+    /// which then stays instead.
+    #[cold]
+    fn keep_spare(&mut self, c: usize, r: *mut Run) {
+        let sp = self.spare[c];
+        // SAFETY: a spare is a run this heap owns (cleared before it
+        // leaves the heap).
+        if !sp.is_null() && sp != r && sp != self.cur[c] && unsafe { (*sp).used.get() } == 0 {
+            return self.run_emptied(c, r);
+        }
+        if sp.is_null() {
+            self.spares += 1;
+        }
+        self.spare[c] = r;
+        self.spare_at[c] = self.ticks;
+    }
+
     /// Class `c`'s current run just emptied: it stays, for a repeated
     /// allocate-and-free of the class, until `RETIRE_TICKS` slow paths
     /// later (`tick`).
@@ -437,11 +470,12 @@ impl ThreadHeap {
     /// next worker (mimalloc's retired pages).
     pub(crate) fn tick(&mut self, c: usize) {
         self.ticks = self.ticks.wrapping_add(1);
-        if self.retired == 0 {
+        if self.retired == 0 && self.spares == 0 {
             return;
         }
         let mut due = [null_mut::<Run>(); SMALL_CLASSES];
-        let mut n = 0;
+        let mut spare_due = [null_mut::<Run>(); SMALL_CLASSES];
+        let mut n = self.spares_due(c, &mut spare_due);
         let ticks = self.ticks;
         for (k, (at, cur)) in self
             .retired_at
@@ -471,7 +505,8 @@ impl ThreadHeap {
         // SAFETY: the heap's arena outlives it.
         let core = unsafe { &*self.core };
         let mut st = core.lock();
-        for (k, &r) in due.iter().enumerate() {
+        let both = due.iter().enumerate().chain(spare_due.iter().enumerate());
+        for (k, &r) in both {
             if !r.is_null() {
                 // SAFETY: an empty run this heap owned, on no list.
                 unsafe {
@@ -480,6 +515,36 @@ impl ThreadHeap {
                 }
             }
         }
+    }
+
+    /// The spares (but class `c`'s) that stayed empty `RETIRE_TICKS` slow
+    /// paths, taken off the heap's lists into `due`; how many. A spare
+    /// that was used again, or became the current run, stops being one.
+    fn spares_due(&mut self, c: usize, due: &mut [*mut Run; SMALL_CLASSES]) -> usize {
+        if self.spares == 0 {
+            return 0;
+        }
+        let mut n = 0;
+        for (k, slot) in due.iter_mut().enumerate() {
+            let s = self.spare[k];
+            if s.is_null() {
+                continue;
+            }
+            // SAFETY: a spare is a run this heap owns.
+            if s == self.cur[k] || unsafe { (*s).used.get() } != 0 {
+                self.spare[k] = null_mut();
+                self.spares -= 1;
+            } else if k != c && self.ticks.wrapping_sub(self.spare_at[k]) >= RETIRE_TICKS {
+                self.spare[k] = null_mut();
+                self.spares -= 1;
+                // SAFETY: an empty run other than the current one: on the
+                // class's list.
+                unsafe { self.runs[k].unlink(s) };
+                *slot = s;
+                n += 1;
+            }
+        }
+        n
     }
 
     /// Collects the remote frees of every run of class `c` the heap owns.
@@ -531,6 +596,8 @@ impl ThreadHeap {
     /// the arena's last handle) or, with `partial`, every one but the
     /// current runs (a run boundary).
     pub(crate) fn give_back(&mut self, st: &mut ArenaState, partial: bool, all: bool) {
+        self.spare = [null_mut(); SMALL_CLASSES];
+        self.spares = 0;
         for c in 0..SMALL_CLASSES {
             let mut s = self.runs[c].head;
             while !s.is_null() {

@@ -23,10 +23,12 @@
 //! 7. **Pool** (`pool.rs`): the runs no heap owns, empty (newest first)
 //!    or abandoned (with live slots), per class; a heap adopts from it
 //!    before the arena carves a new run.
-//! 8. **Give back** (`heap.rs`): a heap returns a run that empties (but
-//!    its current one), all its empty runs when the arena's epoch moves,
-//!    every run but the current ones at a run boundary, and every run at
-//!    its thread's exit.
+//! 8. **Give back** (`heap.rs`): a heap keeps one other run per class
+//!    that empties (its spare) and returns a second one at once; it
+//!    returns a spare or an empty current run that stayed so for 16 slow
+//!    paths, all its empty runs when the arena's epoch moves, every run
+//!    but the current ones at a run boundary, and every run at its
+//!    thread's exit.
 //! 9. **Thread table** (`thread.rs`): which heap a thread uses for an
 //!    arena, found with one thread-local load and an epoch compare.
 //! 10. **Release** (`pool.rs`): `trim` and the retention cap release the

@@ -291,3 +291,33 @@ fn a_thread_using_more_arenas_than_it_keeps_heaps_for_goes_through_the_lock() {
         }
     }
 }
+
+#[test]
+fn a_run_that_empties_and_refills_by_turns_takes_no_lock() {
+    let a = arena();
+    // 16 KiB slots: a run holds at most 16, so a few hundred fill many.
+    let mut bufs: Vec<_> = (0..100).map(|_| a.allocate(16 << 10, 8).unwrap()).collect();
+    let run_of = |p: *const u8| p as usize & !(crate::arena::RUN_LEN - 1);
+    let first = run_of(bufs[0].as_ptr());
+    let last = run_of(bufs[99].as_ptr());
+    assert_ne!(
+        first, last,
+        "test premise: the first run is not the current one"
+    );
+    let before = a.stats().locked_operations;
+    for _ in 0..10 {
+        // Every buffer of the first run goes, so the run empties; as many
+        // come back, from the same run (the class's spare).
+        let (gone, kept): (Vec<_>, Vec<_>) =
+            bufs.into_iter().partition(|b| run_of(b.as_ptr()) == first);
+        let n = gone.len();
+        drop(gone);
+        bufs = kept;
+        bufs.extend((0..n).map(|_| a.allocate(16 << 10, 8).unwrap()));
+        assert!(bufs[bufs.len() - n..]
+            .iter()
+            .all(|b| run_of(b.as_ptr()) == first));
+    }
+    // The one lock is the `stats()` call above.
+    assert_eq!(a.stats().locked_operations - before, 1);
+}
