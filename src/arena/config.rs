@@ -47,11 +47,12 @@ pub struct ArenaConfig {
     /// allocate and free, the recording of each learning run, and the
     /// planned block (retained like any buffer). See `docs/pattern.md`.
     pub(crate) pattern: bool,
-    /// Per-thread caches for the small classes (default: on): each thread
-    /// keeps bounded bins of buffers below 64 KiB per arena, so the common
-    /// small allocate and free take no lock (`docs/threads.md`). Off, every
-    /// operation takes the arena's lock. A retention cap below 64 MiB also
-    /// turns them off, so that the cap bounds every retained byte.
+    /// Per-thread keeping of free small memory (default: on): with run
+    /// ownership, a heap keeps empty runs (a spare per class, and its
+    /// current run for a while); without it, the thread caches' bins.
+    /// Off, a heap gives back every run that empties at once (and without
+    /// run ownership every operation takes the arena's lock). A retention
+    /// cap below 64 MiB also turns it off (`docs/threads.md`).
     pub(crate) thread_cache: bool,
     /// Learned placement for the execution heap (default: on; execution
     /// arenas without pattern mode): when every heap buffer (64 KiB and
@@ -172,16 +173,20 @@ impl ArenaConfig {
         self
     }
 
-    /// Sets the per-thread caches for the small classes (default: on): each
-    /// thread keeps bounded bins of buffers below 64 KiB per arena, so the
-    /// common small allocate and free take no lock. Off, every operation
+    /// Sets per-thread keeping of free small memory (default: on). With
+    /// run ownership (the default small path) a thread's heap then keeps
+    /// empty runs: one spare per class, and its current run for 16 slow
+    /// paths, so a class whose runs empty and refill by turns takes no
+    /// lock. Off, a heap gives back every run that empties at once. With
+    /// `run_ownership(false)` this is the thread caches: bounded bins of
+    /// buffers below 64 KiB per thread and arena; off, every operation
     /// takes the arena's lock.
     ///
     /// **On is a request, not a guarantee:** a retention cap below 64 MiB
     /// ([`retention_cap`](ArenaConfig::retention_cap), or
-    /// `set_retention_cap` later) and pattern mode turn the caches off, so
-    /// that the cap bounds every retained byte. A cap raised to 64 MiB or
-    /// more turns them back on.
+    /// `set_retention_cap` later) and pattern mode turn it off, so that
+    /// the cap bounds every retained byte but the free slots of partly
+    /// used runs. A cap raised to 64 MiB or more turns it back on.
     ///
     /// ```
     /// assert!(warmarena::ArenaConfig::default().get_thread_cache());
