@@ -330,16 +330,14 @@ impl ThreadHeap {
                     unsafe { (*cur).limit.set((*cur).fresh.get()) };
                 }
             }
-            if run.used.get() == 0 && !self.locked {
-                // (The arena's own heap is used under its lock already:
-                // its runs stay.)
-                if self.seen & NO_CACHE != 0 {
-                    self.run_emptied(c, r);
-                } else if r != cur {
-                    self.keep_spare(c, r);
-                } else {
-                    self.retire(c);
-                }
+            // (The arena's own heap is used under its lock already: its
+            // runs stay. A current run retired already stays so: a pair
+            // on one class empties it at every free.)
+            if run.used.get() == 0
+                && !self.locked
+                && (r != cur || self.retired_at[c] == u32::MAX || self.seen & NO_CACHE != 0)
+            {
+                self.emptied(c, r, cur);
             }
             return true;
         }
@@ -432,6 +430,20 @@ impl ThreadHeap {
         unsafe { (*s).open_fresh() };
         self.make_current(c, s);
         self.take_in(c, true)
+    }
+
+    /// Run `r` of class `c` just emptied (`cur`: the class's current
+    /// run): back to the arena, kept as the spare, or retired.
+    #[cold]
+    #[inline(never)]
+    fn emptied(&mut self, c: usize, r: *mut Run, cur: *mut Run) {
+        if self.seen & NO_CACHE != 0 {
+            self.run_emptied(c, r);
+        } else if r != cur {
+            self.keep_spare(c, r);
+        } else {
+            self.retire(c);
+        }
     }
 
     /// Run `r` of class `c`, not the current one, just emptied: it stays
