@@ -23,17 +23,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int failures;
-static int under_arena;
+#include "check.h"
 
-#define CHECK(cond)                                                              \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__,     \
-                    #cond);                                                      \
-            failures++;                                                          \
-        }                                                                        \
-    } while (0)
+static int under_arena;
 
 static void fill(void *p, size_t n, unsigned seed) {
     unsigned char *b = p;
