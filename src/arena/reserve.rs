@@ -309,6 +309,13 @@ impl ArenaState {
         self.config.huge_pages && index > 0
     }
 
+    /// The one run region on base pages when the others are advised for
+    /// huge pages (`region_advised`); `None` when none is advised.
+    pub(crate) fn plain_run_region(&self) -> Option<usize> {
+        let first = self.run_regions.first().map_or(0, |g| g.base);
+        (!self.region_advised(0) && self.region_advised(1)).then_some(first)
+    }
+
     /// A block with its own mapping, aligned to the largest power of two not
     /// above its capacity (capped at [`MAX_ALIGN`]), so every alignment a
     /// request of this class may carry is met by every buffer of the class.

@@ -322,13 +322,7 @@ pub(crate) fn trim(st: &mut ArenaState, core: &ArenaCore) -> usize {
 /// Releases the pages of empty runs, least recently emptied first, while
 /// `more(bytes so far)`; the bytes.
 fn release(st: &mut ArenaState, core: &ArenaCore, more: impl FnMut(usize) -> bool) -> usize {
-    // An arena's first run region is on base pages, the others are
-    // advised for huge pages when the configuration allows them
-    // (`reserve.rs`).
-    let plain = match st.config.huge_pages {
-        true => Some(st.run_regions.first().map_or(0, |g| g.base)),
-        false => None,
-    };
+    let plain = st.plain_run_region();
     st.small.release(&core.os, plain, more)
 }
 
